@@ -1,0 +1,838 @@
+//! The Agent Skills rules (SPEC §5): what makes a skill invalid (errors), what
+//! is accepted but reported (warnings), and the metadata kept in the marker.
+
+use crate::frontmatter::{self, Node, Scalar, ScalarKind, shorten};
+
+pub const TYPE_NAME: &str = "skill";
+pub const GROUP: &str = "skills";
+pub const DISPLAY_NAME: &str = "Agent skill";
+
+/// The file that defines a skill, at the resource root.
+pub const SKILL_FILE: &str = "SKILL.md";
+/// Largest `SKILL.md` accepted, in bytes (1 MiB).
+pub const MAX_SKILL_FILE_BYTES: u64 = 1024 * 1024;
+const MAX_READ_CHUNK: u32 = 1024 * 1024;
+
+/// Most errors (and, separately, warnings) returned, so a frontmatter with
+/// thousands of bad keys cannot produce a megabyte of problems.
+const MAX_PROBLEMS: usize = 50;
+
+const MAX_NAME_CHARS: usize = 64;
+const MAX_DESCRIPTION_CHARS: usize = 1024;
+const MAX_COMPATIBILITY_CHARS: usize = 500;
+/// Top-level fields of the spec, plus `version`, which DIAL accepts silently.
+const KNOWN_FIELDS: [&str; 7] =
+    ["name", "description", "license", "compatibility", "metadata", "allowed-tools", "version"];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileEntry {
+    pub path: String,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceInfo {
+    /// Last path segment, e.g. `my-skill`.
+    pub name: String,
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The file it is about, or `None` for the whole resource.
+    pub path: Option<String>,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mutation {
+    Put,
+    Delete,
+}
+
+#[derive(Debug)]
+pub enum ReadError {
+    NotFound,
+    BudgetExceeded(u64),
+    Storage(String),
+}
+
+/// Reads bytes on demand (the wasm glue calls the host import `files.read`).
+pub trait FileReader {
+    /// Up to `len` bytes of `path` from `offset`; fewer only at end of file.
+    fn read(&mut self, path: &str, offset: u64, len: u32) -> Result<Vec<u8>, ReadError>;
+}
+
+/// Checks a whole file set: `Ok` carries warnings, `Err` the errors.
+pub fn validate(
+    resource: &ResourceInfo,
+    files: &[FileEntry],
+    reader: &mut dyn FileReader,
+) -> Result<Vec<Problem>, Vec<Problem>> {
+    let report = inspect(resource, files, reader);
+    if report.errors.is_empty() { Ok(report.warnings) } else { Err(report.errors) }
+}
+
+/// Marker metadata, in order: `name`, `description`, `version`, `license`
+/// (each only when present). Invalid sets give the same errors as `validate`.
+pub fn build_marker_metadata(
+    resource: &ResourceInfo,
+    files: &[FileEntry],
+    reader: &mut dyn FileReader,
+) -> Result<Vec<(String, String)>, Vec<Problem>> {
+    let report = inspect(resource, files, reader);
+    if report.errors.is_empty() { Ok(report.marker) } else { Err(report.errors) }
+}
+
+/// Guards a single-file change: `SKILL.md` cannot be deleted. A PUT of it is
+/// re-validated by `validate` on the new file set.
+pub fn validate_file_mutation(path: &str, op: Mutation) -> Result<(), Problem> {
+    if op == Mutation::Delete && path == SKILL_FILE {
+        return Err(skill_problem(
+            "SKILL.md cannot be deleted: it defines the skill (its name and description). \
+             Replace it with a new version, or delete the whole skill",
+        ));
+    }
+    Ok(())
+}
+
+#[derive(Default)]
+struct Report {
+    errors: Vec<Problem>,
+    warnings: Vec<Problem>,
+    marker: Vec<(String, String)>,
+}
+
+impl Report {
+    fn error(&mut self, message: impl Into<String>) {
+        push_capped(&mut self.errors, message.into());
+    }
+
+    fn warning(&mut self, message: impl Into<String>) {
+        push_capped(&mut self.warnings, message.into());
+    }
+}
+
+fn push_capped(problems: &mut Vec<Problem>, message: String) {
+    match problems.len() {
+        length if length < MAX_PROBLEMS => problems.push(skill_problem(message)),
+        MAX_PROBLEMS => {
+            problems.push(skill_problem("More problems of this kind were found in SKILL.md; fix the ones above first"))
+        }
+        _ => {}
+    }
+}
+
+fn skill_problem(message: impl Into<String>) -> Problem {
+    Problem { path: Some(SKILL_FILE.to_string()), message: message.into() }
+}
+
+fn inspect(resource: &ResourceInfo, files: &[FileEntry], reader: &mut dyn FileReader) -> Report {
+    let mut report = Report::default();
+    let Some(skill_file) = files.iter().find(|file| file.path == SKILL_FILE) else {
+        report.errors.push(missing_skill_file(files));
+        return report;
+    };
+    // Checked from the listing so an oversized file is never read.
+    if skill_file.size > MAX_SKILL_FILE_BYTES {
+        report.error(format!(
+            "SKILL.md is {} bytes; the limit is {MAX_SKILL_FILE_BYTES} bytes (1 MiB). Move \
+             detailed content into other files of the skill",
+            skill_file.size
+        ));
+        return report;
+    }
+    let bytes = match read_whole(reader, skill_file) {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            report.error(read_error_message(&error));
+            return report;
+        }
+    };
+    let text = match frontmatter::decode_utf8(&bytes) {
+        Ok(text) => text,
+        Err(message) => {
+            report.error(message);
+            return report;
+        }
+    };
+    // A stray control character is reported, but the frontmatter is still
+    // checked so every problem comes back at once.
+    if let Some(message) = frontmatter::find_control_char(text) {
+        report.error(message);
+    }
+    match frontmatter::extract(text).and_then(frontmatter::parse) {
+        Ok(fields) => check_fields(&fields, resource, &mut report),
+        Err(message) => report.error(message),
+    }
+    report
+}
+
+fn missing_skill_file(files: &[FileEntry]) -> Problem {
+    let miscased = files.iter().find(|file| file.path.eq_ignore_ascii_case(SKILL_FILE));
+    let nested = files.iter().find(|file| file.path.ends_with("/SKILL.md"));
+    match (miscased, nested) {
+        (Some(file), _) => Problem {
+            path: Some(file.path.clone()),
+            message: format!("Found {}; the file must be named SKILL.md", file.path),
+        },
+        (None, Some(file)) => Problem {
+            path: None,
+            message: format!(
+                "SKILL.md is missing at the root of the skill (found {}); upload the skill's \
+                 files without an enclosing folder",
+                file.path
+            ),
+        },
+        (None, None) => Problem {
+            path: None,
+            message: "SKILL.md is missing: a skill needs a SKILL.md file at its root with YAML \
+                      frontmatter giving at least `name` and `description`"
+                .to_string(),
+        },
+    }
+}
+
+/// Reads the whole file in host-sized chunks, never past its listed size.
+fn read_whole(reader: &mut dyn FileReader, file: &FileEntry) -> Result<Vec<u8>, ReadError> {
+    let size = usize::try_from(file.size).unwrap_or(usize::MAX);
+    let mut bytes = Vec::with_capacity(size);
+    while bytes.len() < size {
+        let wanted = u32::try_from(size - bytes.len()).map_or(MAX_READ_CHUNK, |left| left.min(MAX_READ_CHUNK));
+        let chunk = reader.read(&file.path, bytes.len() as u64, wanted)?;
+        if chunk.is_empty() {
+            break;
+        }
+        let taken = chunk.len().min(wanted as usize);
+        bytes.extend_from_slice(&chunk[..taken]);
+    }
+    Ok(bytes)
+}
+
+fn read_error_message(error: &ReadError) -> String {
+    match error {
+        ReadError::NotFound => "SKILL.md is listed but could not be found when reading it; retry the upload".into(),
+        ReadError::BudgetExceeded(budget) => {
+            format!("SKILL.md could not be read: the handler's read budget of {budget} bytes is used up")
+        }
+        ReadError::Storage(reason) => format!("SKILL.md could not be read from storage: {reason}"),
+    }
+}
+
+fn check_fields(fields: &[(Scalar, Node)], resource: &ResourceInfo, report: &mut Report) {
+    let field = |key: &str| fields.iter().find(|(name, _)| name.text == key).map(|(_, value)| value);
+
+    if let Some(name) = required_string(field("name"), "name", "my-skill", report) {
+        check_name(name, resource, report);
+        report.marker.push(("name".into(), name.to_string()));
+    }
+    if let Some(description) =
+        required_string(field("description"), "description", "What the skill does and when to use it", report)
+    {
+        check_length("description", description, MAX_DESCRIPTION_CHARS, report);
+        report.marker.push(("description".into(), description.to_string()));
+    }
+    let license = field("license").and_then(|value| string_value("license", value, report));
+    if let Some(compatibility) = field("compatibility").and_then(|value| string_value("compatibility", value, report)) {
+        if compatibility.trim().is_empty() {
+            report.error(
+                "Field 'compatibility' is empty; describe the environment the skill needs or \
+                 remove the field",
+            );
+        }
+        check_length("compatibility", compatibility, MAX_COMPATIBILITY_CHARS, report);
+    }
+    let top_level_version = field("version").and_then(|value| string_value("version", value, report));
+    let metadata_version = field("metadata").and_then(|value| check_metadata(value, report));
+    if let Some(tools) = field("allowed-tools") {
+        check_allowed_tools(tools, report);
+    }
+
+    if let Some(version) = metadata_version.or(top_level_version) {
+        report.marker.push(("version".into(), version.to_string()));
+    }
+    if let Some(license) = license {
+        report.marker.push(("license".into(), license.to_string()));
+    }
+
+    for (key, _) in fields {
+        if !KNOWN_FIELDS.contains(&key.text.as_str()) {
+            report.warning(unknown_field_message(&shorten(&key.text)));
+        }
+    }
+}
+
+/// A required string field: present, a string, and not blank.
+fn required_string<'a>(value: Option<&'a Node>, field: &str, example: &str, report: &mut Report) -> Option<&'a str> {
+    let Some(value) = value else {
+        report.error(format!(
+            "Field '{field}' is missing from the frontmatter; add a line such as `{field}: \
+             {example}`"
+        ));
+        return None;
+    };
+    let text = string_value(field, value, report)?;
+    if text.trim().is_empty() {
+        report.error(format!("Field '{field}' is empty; give it a value such as `{field}: {example}`"));
+        return None;
+    }
+    Some(text)
+}
+
+/// The text of a string value, or an error naming the field and the fix.
+fn string_value<'a>(field: &str, value: &'a Node, report: &mut Report) -> Option<&'a str> {
+    let text = value.as_str();
+    if text.is_none() {
+        report.error(not_a_string_message(field, value));
+    }
+    text
+}
+
+fn not_a_string_message(field: &str, value: &Node) -> String {
+    match value {
+        Node::Scalar(scalar) if scalar.kind == ScalarKind::Null && scalar.text.is_empty() => {
+            format!("Field '{field}' is empty; it must be a string, so give it a value or remove it")
+        }
+        // The fix is written as the line to type, so a metadata entry shows
+        // its own key rather than the `metadata.` label.
+        Node::Scalar(scalar) => format!(
+            "Field '{field}' must be a string, but `{text}` is read as {kind}; put it in quotes: \
+             {key}: \"{text}\"",
+            key = field.strip_prefix("metadata.").unwrap_or(field),
+            text = shorten(&scalar.text),
+            kind = value.describe(),
+        ),
+        _ => format!("Field '{field}' must be a string, but it is {}", value.describe()),
+    }
+}
+
+fn check_length(field: &str, text: &str, limit: usize, report: &mut Report) {
+    let chars = text.chars().count();
+    if chars > limit {
+        report.error(format!("Field '{field}' is {chars} characters; the limit is {limit}"));
+    }
+}
+
+fn check_name(name: &str, resource: &ResourceInfo, report: &mut Report) {
+    check_length("name", name, MAX_NAME_CHARS, report);
+
+    // The spec's prose allows Unicode lowercase alphanumerics (its reference
+    // validator accepts `技能` and `мой-навык`), so only uppercase letters,
+    // punctuation and spaces are flagged.
+    let mut invalid_chars: Vec<char> = Vec::new();
+    for c in name.chars() {
+        let allowed = c == '-' || (c.is_alphanumeric() && !c.is_uppercase());
+        if !allowed && !invalid_chars.contains(&c) {
+            invalid_chars.push(c);
+        }
+    }
+    let mut issues = Vec::new();
+    if !invalid_chars.is_empty() {
+        let shown: Vec<String> = invalid_chars.iter().map(|c| format!("'{c}'")).collect();
+        issues.push(format!("contains {}", shown.join(", ")));
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        issues.push("starts or ends with a hyphen".to_string());
+    }
+    if name.contains("--") {
+        issues.push("contains `--`".to_string());
+    }
+    if !issues.is_empty() {
+        report.warning(format!(
+            "Field 'name' is '{name}', which {}; the Agent Skills spec wants lowercase letters, \
+             digits and single hyphens inside the name (e.g. `my-skill`). DIAL display names \
+             like `My Skill` are accepted, but other Agent Skills tools may reject this name",
+            issues.join(" and ")
+        ));
+    }
+
+    if name != resource.name {
+        report.warning(format!(
+            "Field 'name' is '{name}' but the resource is named '{}'; the Agent Skills spec \
+             wants them to be equal",
+            resource.name
+        ));
+    }
+}
+
+/// Checks `metadata` is a flat string→string map; returns `metadata.version`.
+fn check_metadata<'a>(value: &'a Node, report: &mut Report) -> Option<&'a str> {
+    let Node::Mapping(entries) = value else {
+        report.error(format!(
+            "Field 'metadata' must be a mapping of string keys to string values, but it is {}",
+            value.describe()
+        ));
+        return None;
+    };
+    let mut version = None;
+    for (key, value) in entries {
+        if key.kind != ScalarKind::String {
+            report.error(format!(
+                "Key `{}` in 'metadata' is read as {}; metadata keys must be strings, so put it \
+                 in quotes",
+                shorten(&key.text),
+                key.describe()
+            ));
+            continue;
+        }
+        let field = format!("metadata.{}", shorten(&key.text));
+        if matches!(value, Node::Mapping(_) | Node::Sequence(_)) {
+            report.error(format!(
+                "Field '{field}' is {}, but 'metadata' is a flat map of strings to strings; \
+                 write the value as a single string",
+                value.describe()
+            ));
+            continue;
+        }
+        let text = string_value(&field, value, report);
+        if key.text == "version" {
+            version = text;
+        }
+    }
+    version
+}
+
+fn check_allowed_tools(value: &Node, report: &mut Report) {
+    let valid = match value {
+        Node::Sequence(items) => items.iter().all(|item| item.as_str().is_some()),
+        other => other.as_str().is_some(),
+    };
+    if !valid {
+        report.error(format!(
+            "Field 'allowed-tools' must be a space-separated string (e.g. `allowed-tools: Read \
+             Bash(git:*)`) or a list of strings, but it is {}",
+            match value {
+                Node::Sequence(_) => "a list with a value that is not a string",
+                other => other.describe(),
+            }
+        ));
+    }
+}
+
+fn unknown_field_message(key: &str) -> String {
+    let lowercase = key.to_lowercase();
+    let hint = if key != lowercase && KNOWN_FIELDS.contains(&lowercase.as_str()) {
+        format!(" (did you mean '{lowercase}'? field names are case-sensitive)")
+    } else {
+        String::new()
+    };
+    format!(
+        "Unknown top-level field '{key}'{hint}; the Agent Skills spec defines name, description, \
+         license, compatibility, metadata and allowed-tools. It is kept, but other tools may \
+         ignore or reject it"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    /// Serves files from memory, like the host's `files.read`.
+    struct MemoryReader(HashMap<String, Vec<u8>>);
+
+    impl FileReader for MemoryReader {
+        fn read(&mut self, path: &str, offset: u64, len: u32) -> Result<Vec<u8>, ReadError> {
+            let bytes = self.0.get(path).ok_or(ReadError::NotFound)?;
+            let start = (offset as usize).min(bytes.len());
+            let end = (start + len as usize).min(bytes.len());
+            Ok(bytes[start..end].to_vec())
+        }
+    }
+
+    /// For checks that must be decided from the file list alone.
+    struct PanickingReader;
+
+    impl FileReader for PanickingReader {
+        fn read(&mut self, path: &str, _: u64, _: u32) -> Result<Vec<u8>, ReadError> {
+            panic!("{path} must not be read");
+        }
+    }
+
+    fn resource() -> ResourceInfo {
+        ResourceInfo { name: "my-skill".into(), path: "team/my-skill".into() }
+    }
+
+    /// The file list and a reader serving those files.
+    fn file_set(files: &[(&str, &[u8])]) -> (Vec<FileEntry>, MemoryReader) {
+        let entries =
+            files.iter().map(|(path, bytes)| FileEntry { path: path.to_string(), size: bytes.len() as u64 }).collect();
+        let contents = files.iter().map(|(path, bytes)| (path.to_string(), bytes.to_vec()));
+        (entries, MemoryReader(contents.collect()))
+    }
+
+    fn run_files(files: &[(&str, &[u8])]) -> Result<Vec<Problem>, Vec<Problem>> {
+        let (entries, mut reader) = file_set(files);
+        validate(&resource(), &entries, &mut reader)
+    }
+
+    fn marker_of_bytes(skill_md: &[u8]) -> Result<Vec<(String, String)>, Vec<Problem>> {
+        let (entries, mut reader) = file_set(&[(SKILL_FILE, skill_md)]);
+        build_marker_metadata(&resource(), &entries, &mut reader)
+    }
+
+    fn run_bytes(skill_md: &[u8]) -> Result<Vec<Problem>, Vec<Problem>> {
+        run_files(&[(SKILL_FILE, skill_md)])
+    }
+
+    /// A SKILL.md with these frontmatter lines and a short body.
+    fn skill_md(frontmatter: &str) -> String {
+        format!("---\n{frontmatter}---\n# Instructions\n\nDo the thing.\n")
+    }
+
+    const VALID: &str = "name: my-skill\ndescription: Does things. Use when asked.\n";
+
+    fn messages(problems: &[Problem]) -> Vec<&str> {
+        problems.iter().map(|p| p.message.as_str()).collect()
+    }
+
+    fn errors_of(result: Result<Vec<Problem>, Vec<Problem>>) -> Vec<String> {
+        match result {
+            Ok(warnings) => panic!("expected errors, got Ok with warnings {warnings:?}"),
+            Err(errors) => errors.into_iter().map(|p| p.message).collect(),
+        }
+    }
+
+    fn warnings_of(result: Result<Vec<Problem>, Vec<Problem>>) -> Vec<String> {
+        match result {
+            Ok(warnings) => warnings.into_iter().map(|p| p.message).collect(),
+            Err(errors) => panic!("expected Ok, got errors {:?}", messages(&errors)),
+        }
+    }
+
+    fn errors_for(frontmatter: &str) -> Vec<String> {
+        errors_of(run_bytes(skill_md(frontmatter).as_bytes()))
+    }
+
+    fn warnings_for(frontmatter: &str) -> Vec<String> {
+        warnings_of(run_bytes(skill_md(frontmatter).as_bytes()))
+    }
+
+    /// Asserts exactly one error, containing every fragment.
+    fn assert_one_error(frontmatter: &str, fragments: &[&str]) {
+        let errors = errors_for(frontmatter);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        for fragment in fragments {
+            assert!(errors[0].contains(fragment), "{fragment:?} not in {:?}", errors[0]);
+        }
+    }
+
+    fn marker(frontmatter: &str) -> Vec<(String, String)> {
+        marker_of_bytes(skill_md(frontmatter).as_bytes()).unwrap()
+    }
+
+    fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+        expected.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn valid_skill_has_no_problems() {
+        assert_eq!(warnings_for(VALID), Vec::<String>::new());
+        let full = format!(
+            "{VALID}license: Apache-2.0\ncompatibility: Needs git\nallowed-tools: Read Grep\n\
+             metadata:\n  author: me\n  version: \"1.0\"\n"
+        );
+        assert_eq!(warnings_for(&full), Vec::<String>::new());
+        assert_eq!(warnings_for(&format!("{VALID}allowed-tools:\n  - Read\n  - Grep\n")).len(), 0);
+    }
+
+    #[test]
+    fn ten_file_skill_validates() {
+        let skill = skill_md(VALID);
+        let mut files: Vec<(&str, &[u8])> = vec![(SKILL_FILE, skill.as_bytes())];
+        let others = [
+            "scripts/a.py",
+            "scripts/b.sh",
+            "references/REFERENCE.md",
+            "references/FORMS.md",
+            "assets/logo.png",
+            "assets/template.docx",
+            "assets/data.csv",
+            "LICENSE.txt",
+            "README.md",
+        ];
+        files.extend(others.iter().map(|path| (*path, &b"\xff\x00binary"[..])));
+        assert_eq!(files.len(), 10);
+        assert_eq!(warnings_of(run_files(&files)), Vec::<String>::new());
+    }
+
+    #[test]
+    fn missing_skill_file() {
+        let errors = run_files(&[("README.md", b"hi")]).unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].path, None);
+        assert!(errors[0].message.contains("SKILL.md is missing"));
+
+        let skill = skill_md(VALID);
+        let errors = run_files(&[("skill.md", skill.as_bytes())]).unwrap_err();
+        assert_eq!(errors[0].path.as_deref(), Some("skill.md"));
+        assert!(errors[0].message.contains("Found skill.md; the file must be named SKILL.md"));
+
+        let errors = errors_of(run_files(&[("my-skill/SKILL.md", skill.as_bytes())]));
+        assert!(errors[0].contains("found my-skill/SKILL.md"), "{errors:?}");
+    }
+
+    #[test]
+    fn oversized_skill_file_is_rejected_from_its_listed_size() {
+        let files = [FileEntry { path: SKILL_FILE.into(), size: MAX_SKILL_FILE_BYTES + 1 }];
+        let errors = validate(&resource(), &files, &mut PanickingReader).unwrap_err();
+        assert!(errors[0].message.contains("1048577 bytes; the limit is 1048576"));
+    }
+
+    #[test]
+    fn skill_file_of_exactly_one_mebibyte_is_read_in_full() {
+        let mut skill = skill_md(VALID).into_bytes();
+        skill.resize(MAX_SKILL_FILE_BYTES as usize, b'x');
+        assert_eq!(warnings_of(run_bytes(&skill)), Vec::<String>::new());
+    }
+
+    #[test]
+    fn read_errors_are_reported() {
+        let files = [FileEntry { path: SKILL_FILE.into(), size: 10 }];
+        let mut empty = MemoryReader(HashMap::new());
+        let errors = validate(&resource(), &files, &mut empty).unwrap_err();
+        assert!(errors[0].message.contains("could not be found"));
+    }
+
+    #[test]
+    fn text_encoding_rules() {
+        let mut bytes = skill_md(VALID).into_bytes();
+        bytes.extend_from_slice(b"caf\xe9\n");
+        let errors = errors_of(run_bytes(&bytes));
+        let offset = bytes.len() - 2;
+        assert!(errors[0].contains(&format!("first invalid byte is at byte offset {offset}")));
+
+        let with_nul = skill_md(VALID) + "a\0b\n";
+        let errors = errors_of(run_bytes(with_nul.as_bytes()));
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].contains("control character U+0000"));
+        assert!(errors_for(&format!("{VALID}license: a\x07b\n"))[0].contains("U+0007"));
+    }
+
+    #[test]
+    fn bom_and_crlf_are_tolerated() {
+        let with_bom = format!("\u{feff}{}", skill_md(VALID));
+        assert_eq!(warnings_of(run_bytes(with_bom.as_bytes())).len(), 0);
+        let crlf = skill_md(VALID).replace('\n', "\r\n");
+        assert_eq!(warnings_of(run_bytes(crlf.as_bytes())).len(), 0);
+        assert_eq!(marker(VALID), marker_of_bytes(crlf.as_bytes()).unwrap());
+    }
+
+    #[test]
+    fn frontmatter_delimiters() {
+        let no_frontmatter = errors_of(run_bytes(b"# My skill\n"));
+        assert!(no_frontmatter[0].contains("must start with YAML frontmatter"));
+        let unterminated = errors_of(run_bytes(format!("---\n{VALID}# Body\n").as_bytes()));
+        assert!(unterminated[0].contains("not closed"));
+        // `---` inside a value and a `----` line do not end the frontmatter.
+        let inside = "name: my-skill\ndescription: before --- after\n";
+        assert_eq!(marker(inside)[1].1, "before --- after");
+        let dashes = format!("{VALID}----\n");
+        assert!(errors_for(&dashes)[0].contains("not valid YAML"));
+        let trailing_spaces = format!("--- \t\n{VALID}---  \n");
+        assert_eq!(warnings_of(run_bytes(trailing_spaces.as_bytes())).len(), 0);
+    }
+
+    #[test]
+    fn huge_frontmatter_is_capped_before_parsing() {
+        let huge = format!("{VALID}license: \"{}\"\n", "x".repeat(1024 * 1024 - 200));
+        let errors = errors_of(run_bytes(skill_md(&huge).as_bytes()));
+        assert!(errors[0].contains("the limit is 65536 bytes (64 KiB)"), "{errors:?}");
+
+        let many_keys: String = (0..10_000).map(|i| format!("  key{i:05}: value\n")).collect();
+        assert_one_error(&format!("{VALID}metadata:\n{many_keys}"), &["64 KiB"]);
+
+        let some_keys: String = (0..2_000).map(|i| format!("  k{i}: v\n")).collect();
+        assert_eq!(warnings_for(&format!("{VALID}metadata:\n{some_keys}")).len(), 0);
+    }
+
+    #[test]
+    fn yaml_syntax_errors() {
+        assert_one_error(&format!("{VALID}\tlicense: MIT\n"), &["not valid YAML", "line 4", "indented with a tab"]);
+        assert_one_error(
+            "name: my-skill\ndescription: Use when: asked\n",
+            &["not valid YAML", "line 3", "must be quoted"],
+        );
+        // A tab inside a quoted value is just text.
+        assert_eq!(warnings_for("name: my-skill\ndescription: \"a\tb\"\n").len(), 0);
+        assert_one_error("- name\n- description\n", &["must be a YAML mapping", "a list"]);
+        assert_one_error("", &["frontmatter of SKILL.md is empty"]);
+    }
+
+    #[test]
+    fn duplicate_keys_are_rejected_at_any_level() {
+        assert_one_error(&format!("{VALID}name: other\n"), &["Duplicate key 'name' at line 4", "first at line 2"]);
+        assert_one_error(&format!("{VALID}metadata:\n  a: x\n  a: y\n"), &["Duplicate key 'a'"]);
+    }
+
+    #[test]
+    fn anchors_aliases_and_tags_are_rejected() {
+        assert_one_error(&format!("{VALID}license: &l MIT\ncompatibility: *l\n"), &["anchors"]);
+        assert_one_error(&format!("{VALID}license: *undefined\n"), &["aliases"]);
+        let bomb = "a: &a [\"lol\",\"lol\"]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n\
+                    c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n";
+        assert_one_error(&format!("{VALID}{bomb}"), &["anchors", "line 4"]);
+        assert_one_error("name: !!str my-skill\ndescription: x\n", &["tags such as '!!str'"]);
+    }
+
+    #[test]
+    fn nesting_deeper_than_eight_is_rejected() {
+        let deep: String = (1..=8).map(|level| format!("{}k{level}:\n", "  ".repeat(level))).collect();
+        let depth_9 = format!("{VALID}metadata:\n{deep}{}leaf: x\n", "  ".repeat(9));
+        assert_one_error(&depth_9, &["nested more than 8 levels"]);
+    }
+
+    #[test]
+    fn required_fields() {
+        assert_one_error("description: x\n", &["Field 'name' is missing"]);
+        assert_one_error("name: my-skill\n", &["Field 'description' is missing"]);
+        assert_one_error("name: \"  \"\ndescription: x\n", &["Field 'name' is empty"]);
+        assert_one_error("name: my-skill\ndescription:\n", &["Field 'description' is empty"]);
+        assert_eq!(errors_for("Name: my-skill\nDescription: x\n").len(), 2);
+    }
+
+    #[test]
+    fn typed_scalars_are_not_strings() {
+        for (value, kind) in [("123", "a number"), ("true", "a boolean"), ("null", "null"), ("1.0", "a number")] {
+            assert_one_error(
+                &format!("name: {value}\ndescription: x\n"),
+                &["Field 'name' must be a string", kind, &format!("name: \"{value}\"")],
+            );
+        }
+        assert_one_error("name: my-skill\ndescription: 1.0\n", &["Field 'description' must be a string"]);
+        assert_eq!(marker("name: \"123\"\ndescription: x\n")[0].1, "123");
+        assert_one_error(&format!("{VALID}license: 2\n"), &["Field 'license' must be a string"]);
+        assert_one_error(&format!("{VALID}name2: x\nversion: 1.0\n"), &["Field 'version'", "version: \"1.0\""]);
+        assert_one_error("name:\n  - a\ndescription: x\n", &["Field 'name' must be a string, but it is a list"]);
+    }
+
+    #[test]
+    fn length_limits_count_characters() {
+        let name_64 = "a".repeat(64);
+        assert!(warnings_for(&format!("name: {name_64}\ndescription: x\n")).iter().all(|w| !w.contains("characters")));
+        assert_one_error(
+            &format!("name: {}\ndescription: x\n", "a".repeat(65)),
+            &["Field 'name' is 65 characters; the limit is 64"],
+        );
+        // 1024 two-byte characters are 2048 bytes but within the limit.
+        assert_eq!(warnings_for(&format!("name: my-skill\ndescription: {}\n", "é".repeat(1024))).len(), 0);
+        assert_one_error(
+            &format!("name: my-skill\ndescription: {}\n", "é".repeat(1025)),
+            &["Field 'description' is 1025 characters; the limit is 1024"],
+        );
+        assert_eq!(warnings_for(&format!("{VALID}compatibility: {}\n", "c".repeat(500))).len(), 0);
+        assert_one_error(
+            &format!("{VALID}compatibility: {}\n", "c".repeat(501)),
+            &["Field 'compatibility' is 501 characters; the limit is 500"],
+        );
+        assert_one_error(&format!("{VALID}compatibility: \"\"\n"), &["Field 'compatibility' is empty"]);
+    }
+
+    #[test]
+    fn name_charset_warnings() {
+        for unicode in ["技能", "мой-навык", "pdf-tools-2"] {
+            let found = warnings_for(&format!("name: {unicode}\ndescription: x\n"));
+            assert!(found.iter().all(|w| !w.contains("spec wants lowercase")), "{unicode}: {found:?}");
+        }
+        for (name, issue) in [
+            ("Café", "'C'"),
+            ("My Skill", "'M', ' ', 'S'"),
+            ("-pdf", "hyphen"),
+            ("pdf-", "hyphen"),
+            ("pdf--tools", "`--`"),
+            ("pdf_tools", "'_'"),
+        ] {
+            let found = warnings_for(&format!("name: {name}\ndescription: x\n"));
+            let charset: Vec<_> = found.iter().filter(|w| w.contains("spec wants lowercase")).collect();
+            assert_eq!(charset.len(), 1, "{name}: {found:?}");
+            assert!(
+                charset[0].contains(issue)
+                    && charset[0].contains("`my-skill`")
+                    && charset[0].contains("`My Skill` are accepted")
+            );
+        }
+    }
+
+    #[test]
+    fn name_must_match_the_resource_name() {
+        let found = warnings_for("name: other-skill\ndescription: x\n");
+        assert_eq!(found.len(), 1);
+        assert!(found[0].contains("'other-skill' but the resource is named 'my-skill'"));
+    }
+
+    #[test]
+    fn unknown_fields_warn_but_version_does_not() {
+        let found = warnings_for(&format!("{VALID}argument-hint: \"[file]\"\n"));
+        assert_eq!(found.len(), 1);
+        assert!(found[0].contains("Unknown top-level field 'argument-hint'"));
+        assert_eq!(warnings_for(&format!("{VALID}version: \"2.1\"\n")).len(), 0);
+        let problems = run_bytes(skill_md("Name: x\nname: my-skill\ndescription: x\n").as_bytes()).unwrap();
+        assert!(problems[0].message.contains("did you mean 'name'"));
+        assert_eq!(problems[0].path.as_deref(), Some(SKILL_FILE));
+    }
+
+    #[test]
+    fn problems_are_capped_and_long_keys_shortened() {
+        let bad_keys: String = (0..500).map(|i| format!("  {i}: x\n")).collect();
+        let errors = errors_for(&format!("{VALID}metadata:\n{bad_keys}"));
+        assert_eq!(errors.len(), MAX_PROBLEMS + 1);
+        assert!(errors[MAX_PROBLEMS].contains("More problems"));
+        let long_key = "k".repeat(1000);
+        let warnings = warnings_for(&format!("{VALID}{long_key}: x\n"));
+        assert!(warnings[0].len() < 500 && warnings[0].contains("kkk…'"));
+    }
+
+    #[test]
+    fn all_errors_come_back_together_without_warnings() {
+        let errors = errors_for("name: My Skill\ndescription: 5\ncompatibility: \"\"\nextra: 1\n");
+        assert_eq!(errors.len(), 2, "{errors:?}");
+    }
+
+    #[test]
+    fn metadata_must_be_a_flat_string_map() {
+        assert_one_error(
+            &format!("{VALID}metadata:\n  nested:\n    a: b\n"),
+            &["'metadata.nested' is a mapping", "flat map"],
+        );
+        assert_one_error(
+            &format!("{VALID}metadata:\n  version: 1.0\n"),
+            &["'metadata.version' must be a string", "version: \"1.0\""],
+        );
+        assert_one_error(&format!("{VALID}metadata:\n  1: x\n"), &["Key `1` in 'metadata' is read as a number"]);
+        assert_one_error(&format!("{VALID}metadata: text\n"), &["Field 'metadata' must be a mapping", "a string"]);
+        assert_one_error(&format!("{VALID}allowed-tools:\n  - Read\n  - [x]\n"), &["allowed-tools"]);
+        assert_one_error(&format!("{VALID}allowed-tools: 3\n"), &["allowed-tools", "a number"]);
+    }
+
+    #[test]
+    fn marker_metadata() {
+        assert_eq!(marker(VALID), pairs(&[("name", "my-skill"), ("description", "Does things. Use when asked.")]));
+        let full = format!("license: MIT\nversion: \"0.9\"\n{VALID}metadata:\n  version: \"1.0\"\n");
+        assert_eq!(
+            marker(&full),
+            pairs(&[
+                ("name", "my-skill"),
+                ("description", "Does things. Use when asked."),
+                ("version", "1.0"),
+                ("license", "MIT")
+            ])
+        );
+        assert_eq!(marker(&format!("{VALID}version: \"2.0\"\n"))[2], ("version".into(), "2.0".into()));
+        // A licence kept under metadata is just metadata.
+        assert_eq!(marker(&format!("{VALID}metadata:\n  license: MIT\n")).len(), 2);
+
+        let errors = marker_of_bytes(skill_md("name: my-skill\n").as_bytes()).unwrap_err();
+        assert!(errors[0].message.contains("'description' is missing"));
+    }
+
+    #[test]
+    fn skill_file_cannot_be_deleted() {
+        let problem = validate_file_mutation(SKILL_FILE, Mutation::Delete).unwrap_err();
+        assert_eq!(problem.path.as_deref(), Some(SKILL_FILE));
+        assert!(problem.message.starts_with("SKILL.md cannot be deleted: it defines the skill"));
+        assert_eq!(validate_file_mutation("scripts/run.py", Mutation::Delete), Ok(()));
+        assert_eq!(validate_file_mutation("docs/SKILL.md", Mutation::Delete), Ok(()));
+        assert_eq!(validate_file_mutation(SKILL_FILE, Mutation::Put), Ok(()));
+    }
+}

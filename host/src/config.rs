@@ -1,0 +1,325 @@
+//! Configuration: one TOML file plus `DIAL_HOST_*` environment overrides.
+//!
+//! Every setting has a default, so no file at all is the embedded default:
+//! local disk under `./data`, in-process everything, generated keys. Nested
+//! keys are overridden with `__`, e.g. `DIAL_HOST_SERVER__LISTEN=0.0.0.0:8080`
+//! or `DIAL_HOST_HANDLERS__CPU_DEADLINE_MS=50`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+/// Prefix of the environment variables that override the file.
+pub const ENV_PREFIX: &str = "DIAL_HOST_";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    /// Directory for local state: generated secrets, the compiled-handler
+    /// cache and, in the embedded default, the stored resources.
+    pub data_dir: PathBuf,
+    pub storage: StorageConfig,
+    pub encryption: EncryptionConfig,
+    /// Project API keys: `[keys."<secret>"] project = "...", roles = [...]`.
+    pub keys: BTreeMap<String, ProjectKey>,
+    pub identity: IdentityConfig,
+    pub access: AccessConfig,
+    pub handlers: HandlersConfig,
+    pub log: LogConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            server: ServerConfig::default(),
+            data_dir: PathBuf::from("data"),
+            storage: StorageConfig::default(),
+            encryption: EncryptionConfig::default(),
+            keys: BTreeMap::new(),
+            identity: IdentityConfig::default(),
+            access: AccessConfig::default(),
+            handlers: HandlersConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Socket address to listen on; port 0 picks a free port (printed at start).
+    pub listen: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self { listen: "127.0.0.1:8080".into() }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageConfig {
+    /// Object store URL: `file:///abs/path`, `memory://`. Unset: `<data_dir>/store`.
+    pub url: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EncryptionConfig {
+    /// Secret the bucket-id key is derived from. Every instance sharing a
+    /// store must use the same one. Unset: generated once and kept in
+    /// `<data_dir>/generated.toml` (single-instance only).
+    pub secret: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectKey {
+    pub project: String,
+    #[serde(default)]
+    pub roles: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IdentityConfig {
+    /// HS256 shared secret for `Authorization: Bearer` JWTs.
+    pub hs256_secret: Option<String>,
+    /// RS256 / ES256 public keys (PEM) for JWTs signed by an identity provider.
+    pub public_keys: Vec<PublicKeyConfig>,
+    /// Dotted path of the user-id claim.
+    pub user_id_claim: String,
+    /// Dotted path of the roles claim (a string array, or one string).
+    pub roles_claim: String,
+    /// Splits a roles claim that is a single string (e.g. `","`); unset keeps it whole.
+    pub roles_delimiter: Option<String>,
+    /// Required `iss`, when set.
+    pub issuer: Option<String>,
+    /// Required `aud`, when set.
+    pub audience: Option<String>,
+    /// Clock skew tolerated on `exp`/`nbf`, in seconds.
+    pub leeway_seconds: u64,
+}
+
+impl Default for IdentityConfig {
+    fn default() -> Self {
+        Self {
+            hs256_secret: None,
+            public_keys: Vec::new(),
+            user_id_claim: "sub".into(),
+            roles_claim: "roles".into(),
+            roles_delimiter: None,
+            issuer: None,
+            audience: None,
+            leeway_seconds: 30,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum PublicKeyAlgorithm {
+    RS256,
+    ES256,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublicKeyConfig {
+    pub algorithm: PublicKeyAlgorithm,
+    /// The PEM text itself…
+    pub pem: Option<String>,
+    /// …or a file holding it.
+    pub pem_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AccessConfig {
+    /// A caller holding any of these roles is an admin.
+    pub admin_roles: Vec<String>,
+}
+
+impl Default for AccessConfig {
+    fn default() -> Self {
+        Self { admin_roles: vec!["admin".into()] }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HandlersConfig {
+    /// Extra handlers: every `*.wasm` in this directory is loaded at start.
+    pub dir: Option<PathBuf>,
+    /// Compiled components, keyed by engine and content hash. Unset: `<data_dir>/handler-cache`.
+    pub cache_dir: Option<PathBuf>,
+    /// CPU time one handler call may use before it is stopped.
+    pub cpu_deadline_ms: u64,
+    /// Wall-clock bound on one call, including the time it waits on file reads.
+    pub wall_deadline_ms: u64,
+    /// Linear-memory cap of one handler instance.
+    pub memory_limit_mib: u64,
+    /// Bytes one handler call may read through the `files` import.
+    pub read_budget_bytes: u64,
+    /// Handler calls running at once; more wait their turn.
+    pub max_concurrent_calls: u32,
+    /// Use the pooling instance allocator when the address space allows it.
+    pub pooling: bool,
+    /// Per-type settings, keyed by URL group (e.g. `[handlers.types.skills]`).
+    pub types: BTreeMap<String, TypeSettings>,
+}
+
+impl Default for HandlersConfig {
+    fn default() -> Self {
+        Self {
+            dir: None,
+            cache_dir: None,
+            cpu_deadline_ms: 200,
+            wall_deadline_ms: 10_000,
+            memory_limit_mib: 64,
+            read_budget_bytes: 16 << 20,
+            max_concurrent_calls: 32,
+            pooling: true,
+            types: BTreeMap::new(),
+        }
+    }
+}
+
+/// Settings of one folder-resource type.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TypeSettings {
+    /// Turn the handler's warnings into errors.
+    pub strict: bool,
+    pub max_file_bytes: Option<u64>,
+    pub max_files: Option<u32>,
+    pub max_total_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    /// `tracing` filter directives; `RUST_LOG` wins when set.
+    pub filter: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self { format: LogFormat::Text, filter: "info".into() }
+    }
+}
+
+/// A configuration that does not load: names the file, key and problem.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ConfigError(Box<figment::Error>);
+
+impl From<figment::Error> for ConfigError {
+    fn from(error: figment::Error) -> Self {
+        Self(Box::new(error))
+    }
+}
+
+impl Config {
+    /// Defaults, then the file (if any), then the environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = file {
+            if !file.exists() {
+                return Err(figment::Error::from(format!("config file {} does not exist", file.display())).into());
+            }
+            figment = figment.merge(Toml::file(file));
+        }
+        Ok(figment.merge(Env::prefixed(ENV_PREFIX).split("__")).extract()?)
+    }
+
+    pub fn handler_cache_dir(&self) -> PathBuf {
+        self.handlers.cache_dir.clone().unwrap_or_else(|| self.data_dir.join("handler-cache"))
+    }
+
+    /// The store URL, with the embedded default resolved to an absolute path.
+    pub fn storage_url(&self) -> String {
+        match &self.storage.url {
+            Some(url) => url.clone(),
+            None => {
+                let dir = self.data_dir.join("store");
+                let absolute = std::path::absolute(&dir).unwrap_or(dir);
+                format!("file://{}", absolute.display())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::result_large_err)] // figment::Jail's closures return figment::Error
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_need_no_file() {
+        figment::Jail::expect_with(|_| {
+            let config = Config::load(None).unwrap();
+            assert_eq!(config.server.listen, "127.0.0.1:8080");
+            assert_eq!(config.access.admin_roles, vec!["admin".to_string()]);
+            assert_eq!(config.handlers.cpu_deadline_ms, 200);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn file_then_environment() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "dial.toml",
+                r#"
+                    data_dir = "/tmp/dial"
+                    [server]
+                    listen = "0.0.0.0:9000"
+                    [keys.secret1]
+                    project = "alpha"
+                    roles = ["user"]
+                    [handlers.types.skills]
+                    strict = true
+                "#,
+            )?;
+            jail.set_env("DIAL_HOST_SERVER__LISTEN", "127.0.0.1:7000");
+            jail.set_env("DIAL_HOST_HANDLERS__CPU_DEADLINE_MS", "50");
+            let config = Config::load(Some(Path::new("dial.toml"))).unwrap();
+            assert_eq!(config.server.listen, "127.0.0.1:7000");
+            assert_eq!(config.handlers.cpu_deadline_ms, 50);
+            assert_eq!(config.data_dir, PathBuf::from("/tmp/dial"));
+            assert_eq!(config.keys["secret1"].project, "alpha");
+            assert!(config.handlers.types["skills"].strict);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("dial.toml", "[server]\nlisten = \"x\"\nlisen = \"typo\"\n")?;
+            let error = Config::load(Some(Path::new("dial.toml"))).unwrap_err();
+            assert!(error.to_string().contains("lisen"), "{error}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn missing_file_is_an_error() {
+        let error = Config::load(Some(Path::new("/nonexistent/dial.toml"))).unwrap_err();
+        assert!(error.to_string().contains("does not exist"));
+    }
+}

@@ -1,0 +1,553 @@
+//! The wasmtime side: one engine, compiled components, one sandboxed
+//! instance per call.
+//!
+//! Every call gets a fresh `Store` (an instance never sees another call's
+//! state, and a trapped instance is simply dropped) instantiated from a
+//! pre-linked component, under:
+//! - a CPU deadline: an epoch ticker bumps the engine's epoch every
+//!   [`EPOCH_TICK`]; each tick a running guest yields to tokio (so it never
+//!   holds a runtime thread for long) and spends one tick of its budget;
+//! - a memory cap, enforced by a `ResourceLimiter` that also records the hit
+//!   so the error can say "memory limit" rather than "trap";
+//! - a read budget on the `files` import;
+//! - a wall-clock bound around the whole call (slow storage, stuck reads);
+//! - a semaphore, so overload queues instead of exhausting the instance pool.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::error::Elapsed;
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store, Trap, UpdateDeadline,
+};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::{self, HandlerPre};
+use super::cache::ComponentCache;
+use super::files::{FileSource, InMemoryFiles, ReadError};
+use super::{
+    FileEntry, HandlerDescription, HandlerError, HandlerErrorKind, HandlerSource, Mutation, Problem, ResourceInfo,
+};
+use crate::config::HandlersConfig;
+
+/// How often the epoch advances: the granularity of the CPU deadline and of
+/// a running guest's yields to the async runtime.
+pub const EPOCH_TICK: Duration = Duration::from_millis(1);
+/// Largest single `files.read` the host serves.
+pub const MAX_READ_CHUNK: u32 = 1 << 20;
+/// Guest stderr kept for error messages (a panic message lands here).
+const STDERR_CAPACITY: usize = 64 << 10;
+/// Table growth allowed per instance; Rust guests need a few hundred.
+const MAX_TABLE_ELEMENTS: usize = 100_000;
+
+/// The sandbox limits every call runs under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeLimits {
+    pub cpu_deadline: Duration,
+    pub wall_deadline: Duration,
+    pub memory_limit_bytes: u64,
+    pub read_budget_bytes: u64,
+    pub max_concurrent_calls: u32,
+}
+
+impl RuntimeLimits {
+    pub fn from_config(config: &HandlersConfig) -> Self {
+        Self {
+            cpu_deadline: Duration::from_millis(config.cpu_deadline_ms.max(1)),
+            wall_deadline: Duration::from_millis(config.wall_deadline_ms.max(1)),
+            memory_limit_bytes: config.memory_limit_mib.max(1) << 20,
+            read_budget_bytes: config.read_budget_bytes,
+            max_concurrent_calls: config.max_concurrent_calls.max(1),
+        }
+    }
+
+    fn cpu_ticks(&self) -> u64 {
+        (self.cpu_deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
+    }
+}
+
+impl Default for RuntimeLimits {
+    fn default() -> Self {
+        Self::from_config(&HandlersConfig::default())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("not a valid WebAssembly component: {0}")]
+    Compile(String),
+    #[error("does not implement the dial:handler@1.0.0 world: {0}")]
+    NotAHandler(String),
+    #[error("describe failed: {0}")]
+    Describe(HandlerError),
+    #[error("invalid description: {0}")]
+    BadDescription(String),
+}
+
+/// A compiled, pre-linked handler component and what it said about itself.
+pub struct LoadedComponent {
+    pre: HandlerPre<CallState>,
+    pub(super) description: HandlerDescription,
+    pub(super) source: HandlerSource,
+    pub(super) sha256: String,
+    pub(super) label: String,
+}
+
+impl LoadedComponent {
+    pub fn description(&self) -> &HandlerDescription {
+        &self.description
+    }
+
+    pub fn source(&self) -> &HandlerSource {
+        &self.source
+    }
+
+    /// SHA-256 of the component, hex.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// `<type>@<version>`, the name used in error messages.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+}
+
+/// Compiles, links and calls handler components.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<CallState>,
+    limits: RuntimeLimits,
+    permits: Arc<Semaphore>,
+    cache: Option<ComponentCache>,
+    pooling: bool,
+}
+
+impl Runtime {
+    /// Builds the engine and starts its epoch ticker. With `pooling`, uses
+    /// the pooling allocator if this machine lets it reserve the address
+    /// space, and falls back to on-demand allocation otherwise.
+    pub fn new(limits: RuntimeLimits, cache_dir: Option<PathBuf>, pooling: bool) -> Result<Arc<Self>, wasmtime::Error> {
+        let (engine, pooling) = match pooling.then(|| Engine::new(&engine_config(&limits, true))) {
+            Some(Ok(engine)) => (engine, true),
+            Some(Err(error)) => {
+                tracing::warn!(%error, "pooling allocator unavailable; using on-demand allocation");
+                (Engine::new(&engine_config(&limits, false))?, false)
+            }
+            None => (Engine::new(&engine_config(&limits, false))?, false),
+        };
+        start_epoch_ticker(&engine);
+
+        let mut linker = Linker::new(&engine);
+        // Rust guests import WASI (stdio, env, exit) through std; the context
+        // below grants none of it beyond what start-up needs.
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        bindings::Handler::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+
+        let cache = cache_dir.map(|dir| ComponentCache::new(dir, &engine));
+        let permits = Arc::new(Semaphore::new(limits.max_concurrent_calls as usize));
+        Ok(Arc::new(Self { engine, linker, limits, permits, cache, pooling }))
+    }
+
+    pub fn limits(&self) -> &RuntimeLimits {
+        &self.limits
+    }
+
+    pub fn uses_pooling(&self) -> bool {
+        self.pooling
+    }
+
+    /// Compiles (or loads from the disk cache) a component, checks it
+    /// implements the handler world, and asks it to describe itself.
+    pub async fn load(&self, wasm: Vec<u8>, source: HandlerSource) -> Result<LoadedComponent, LoadError> {
+        let sha256 = hex(&Sha256::digest(&wasm));
+        let component = {
+            let engine = self.engine.clone();
+            let cache = self.cache.clone();
+            let sha256 = sha256.clone();
+            // Compilation is CPU-heavy: keep it off the async workers.
+            tokio::task::spawn_blocking(move || match cache {
+                Some(cache) => cache.load_or_compile(&engine, &wasm, &sha256),
+                None => Component::new(&engine, &wasm),
+            })
+            .await
+            .map_err(|e| LoadError::Compile(e.to_string()))?
+            .map_err(|e| LoadError::Compile(format!("{e:#}")))?
+        };
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .and_then(HandlerPre::new)
+            .map_err(|e| LoadError::NotAHandler(format!("{e:#}")))?;
+
+        let mut loaded = LoadedComponent {
+            pre,
+            description: HandlerDescription {
+                type_name: String::new(),
+                group: String::new(),
+                display_name: String::new(),
+                handler_version: String::new(),
+                limits: Default::default(),
+            },
+            label: format!("{source}"),
+            source,
+            sha256,
+        };
+        let (mut call, instance) =
+            self.start(&loaded, Arc::new(InMemoryFiles::new())).await.map_err(LoadError::Describe)?;
+        let result = tokio::time::timeout(self.limits.wall_deadline, instance.call_describe(&mut call.store)).await;
+        let description: HandlerDescription =
+            call.finish(&loaded.label, &self.limits, result).map_err(LoadError::Describe)?.into();
+        check_description(&description).map_err(LoadError::BadDescription)?;
+        loaded.label = format!("{}@{}", description.type_name, description.handler_version);
+        loaded.description = description;
+        Ok(loaded)
+    }
+
+    pub(super) async fn validate(
+        &self,
+        component: &LoadedComponent,
+        resource: &ResourceInfo,
+        entries: &[FileEntry],
+        files: Arc<dyn FileSource>,
+    ) -> Result<Result<Vec<Problem>, Vec<Problem>>, HandlerError> {
+        let resource = resource.into();
+        let entries: Vec<_> = entries.iter().map(Into::into).collect();
+        let (mut call, instance) = self.start(component, files).await?;
+        let result = tokio::time::timeout(
+            self.limits.wall_deadline,
+            instance.call_validate(&mut call.store, &resource, &entries),
+        )
+        .await;
+        let outcome = call.finish(&component.label, &self.limits, result)?;
+        Ok(outcome.map(problems).map_err(problems))
+    }
+
+    pub(super) async fn build_marker_metadata(
+        &self,
+        component: &LoadedComponent,
+        resource: &ResourceInfo,
+        entries: &[FileEntry],
+        files: Arc<dyn FileSource>,
+    ) -> Result<Result<Vec<(String, String)>, Vec<Problem>>, HandlerError> {
+        let resource = resource.into();
+        let entries: Vec<_> = entries.iter().map(Into::into).collect();
+        let (mut call, instance) = self.start(component, files).await?;
+        let result = tokio::time::timeout(
+            self.limits.wall_deadline,
+            instance.call_build_marker_metadata(&mut call.store, &resource, &entries),
+        )
+        .await;
+        let outcome = call.finish(&component.label, &self.limits, result)?;
+        Ok(outcome.map_err(problems))
+    }
+
+    pub(super) async fn validate_file_mutation(
+        &self,
+        component: &LoadedComponent,
+        path: &str,
+        op: Mutation,
+    ) -> Result<Result<(), Problem>, HandlerError> {
+        let (mut call, instance) = self.start(component, Arc::new(InMemoryFiles::new())).await?;
+        let result = tokio::time::timeout(
+            self.limits.wall_deadline,
+            instance.call_validate_file_mutation(&mut call.store, path, op.into()),
+        )
+        .await;
+        let outcome = call.finish(&component.label, &self.limits, result)?;
+        Ok(outcome.map_err(Into::into))
+    }
+
+    /// A fresh store and instance for one call.
+    async fn start(
+        &self,
+        component: &LoadedComponent,
+        files: Arc<dyn FileSource>,
+    ) -> Result<(Call, bindings::Handler), HandlerError> {
+        let permit = self.permits.clone().acquire_owned().await.expect("the call semaphore is never closed");
+        let mut store = Store::new(&self.engine, CallState::new(files, &self.limits));
+        store.limiter(|state| state);
+        store.epoch_deadline_callback(|mut context| {
+            let state = context.data_mut();
+            if state.cpu_ticks_left == 0 {
+                state.cpu_exhausted = true;
+                return Ok(UpdateDeadline::Interrupt);
+            }
+            state.cpu_ticks_left -= 1;
+            Ok(UpdateDeadline::Yield(1))
+        });
+        // Counted from now: without it the first yield would come late.
+        store.set_epoch_deadline(1);
+        let result = tokio::time::timeout(self.limits.wall_deadline, component.pre.instantiate_async(&mut store)).await;
+        let call = Call { store, _permit: permit };
+        let instance =
+            call.classify(&component.label, &self.limits, result, |detail| HandlerErrorKind::Instantiate { detail })?;
+        Ok((call, instance))
+    }
+}
+
+/// One call in flight: its store and its place in the queue.
+struct Call {
+    store: Store<CallState>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Call {
+    /// The outcome of a call into the instance.
+    fn finish<T>(
+        self,
+        label: &str,
+        limits: &RuntimeLimits,
+        result: Result<wasmtime::Result<T>, Elapsed>,
+    ) -> Result<T, HandlerError> {
+        self.classify(label, limits, result, |detail| HandlerErrorKind::Trapped { detail })
+    }
+
+    /// Turns a wasmtime outcome into the handler's result or a named error.
+    fn classify<T>(
+        &self,
+        label: &str,
+        limits: &RuntimeLimits,
+        result: Result<wasmtime::Result<T>, Elapsed>,
+        trapped: impl FnOnce(String) -> HandlerErrorKind,
+    ) -> Result<T, HandlerError> {
+        let error = match result {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(error)) => error,
+            Err(_) => {
+                let limit_ms = limits.wall_deadline.as_millis() as u64;
+                return Err(HandlerError { handler: label.into(), kind: HandlerErrorKind::TimedOut { limit_ms } });
+            }
+        };
+        let state = self.store.data();
+        let kind = if state.memory_exceeded {
+            HandlerErrorKind::MemoryLimit { limit_mib: limits.memory_limit_bytes >> 20 }
+        } else if state.cpu_exhausted || matches!(error.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+            HandlerErrorKind::CpuLimit { limit_ms: limits.cpu_deadline.as_millis() as u64 }
+        } else {
+            trapped(trap_detail(&error, &state.stderr))
+        };
+        tracing::warn!(handler = label, error = %kind, "handler call failed");
+        Err(HandlerError { handler: label.into(), kind })
+    }
+}
+
+/// The panic message the guest printed, if any, else the trap itself.
+fn trap_detail(error: &wasmtime::Error, stderr: &MemoryOutputPipe) -> String {
+    let printed = String::from_utf8_lossy(&stderr.contents()).trim().to_string();
+    let trap = error.downcast_ref::<Trap>().map(ToString::to_string).unwrap_or_else(|| format!("{error}"));
+    let mut detail = if printed.is_empty() { trap } else { format!("{printed} ({trap})") };
+    if detail.len() > 1000 {
+        let mut cut = 1000;
+        while !detail.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        detail.truncate(cut);
+        detail.push('…');
+    }
+    detail
+}
+
+/// Everything one call's store holds.
+pub(super) struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    files: Arc<dyn FileSource>,
+    read_budget: u64,
+    read_remaining: u64,
+    memory_limit: usize,
+    memory_exceeded: bool,
+    cpu_ticks_left: u64,
+    cpu_exhausted: bool,
+    stderr: MemoryOutputPipe,
+}
+
+impl CallState {
+    fn new(files: Arc<dyn FileSource>, limits: &RuntimeLimits) -> Self {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let wasi = WasiCtx::builder()
+            .stderr(stderr.clone())
+            // No network, no real clock, no real randomness: a handler's
+            // verdict depends on its input only.
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .wall_clock(FrozenClock)
+            .monotonic_clock(FrozenClock)
+            .secure_random(wasmtime_wasi::Deterministic::new(vec![0x5a; 32]))
+            .insecure_random(wasmtime_wasi::Deterministic::new(vec![0xa5; 32]))
+            .insecure_random_seed(0)
+            .build();
+        Self {
+            wasi,
+            table: ResourceTable::new(),
+            files,
+            read_budget: limits.read_budget_bytes,
+            read_remaining: limits.read_budget_bytes,
+            memory_limit: usize::try_from(limits.memory_limit_bytes).unwrap_or(usize::MAX),
+            memory_exceeded: false,
+            cpu_ticks_left: limits.cpu_ticks(),
+            cpu_exhausted: false,
+            stderr,
+        }
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl ResourceLimiter for CallState {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.memory_limit {
+            self.memory_exceeded = true;
+            return Err(wasmtime::format_err!("memory limit of {} bytes exceeded", self.memory_limit));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+impl bindings::dial::handler::types::Host for CallState {}
+
+impl bindings::dial::handler::files::Host for CallState {
+    async fn read(
+        &mut self,
+        path: String,
+        offset: u64,
+        len: u32,
+    ) -> Result<Vec<u8>, bindings::dial::handler::types::ReadError> {
+        let len = len.min(MAX_READ_CHUNK);
+        match self.files.read(&path, offset, len).await {
+            Ok(bytes) if bytes.len() as u64 > self.read_remaining => {
+                self.read_remaining = 0;
+                Err(bindings::dial::handler::types::ReadError::BudgetExceeded(self.read_budget))
+            }
+            Ok(bytes) => {
+                self.read_remaining -= bytes.len() as u64;
+                Ok(bytes.to_vec())
+            }
+            Err(ReadError::NotFound) => Err(bindings::dial::handler::types::ReadError::NotFound),
+            Err(ReadError::Storage(message)) => Err(bindings::dial::handler::types::ReadError::Storage(message)),
+        }
+    }
+}
+
+/// Time stands still inside a handler.
+struct FrozenClock;
+
+impl wasmtime_wasi::HostWallClock for FrozenClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+impl wasmtime_wasi::HostMonotonicClock for FrozenClock {
+    fn resolution(&self) -> u64 {
+        1_000_000_000
+    }
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
+fn engine_config(limits: &RuntimeLimits, pooling: bool) -> Config {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    if pooling {
+        let calls = limits.max_concurrent_calls;
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(calls)
+            .total_core_instances(calls * 4)
+            .total_memories(calls * 2)
+            .total_tables(calls * 4)
+            .total_stacks(calls)
+            .max_memory_size(usize::try_from(limits.memory_limit_bytes).unwrap_or(usize::MAX))
+            // Keep a little of each slot resident so reuse skips page faults.
+            .linear_memory_keep_resident(1 << 20)
+            .table_keep_resident(64 << 10);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    config
+}
+
+/// One thread bumps the epoch; it holds only a weak engine reference, so it
+/// ends when the engine is dropped.
+fn start_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("handler-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .expect("spawning the epoch ticker thread");
+}
+
+/// Groups become URL segments and object-store prefixes: keep them plain,
+/// and off the names the API itself uses.
+fn check_description(description: &HandlerDescription) -> Result<(), String> {
+    const RESERVED: &[&str] = &[
+        "files",
+        "prompts",
+        "conversations",
+        "applications",
+        "toolsets",
+        "metadata",
+        "ops",
+        "bucket",
+        "invitations",
+        "consent",
+        "deployments",
+        "publications",
+        "v",
+        "v1",
+        "v2",
+    ];
+    let group = &description.group;
+    let plain = |text: &str| {
+        !text.is_empty()
+            && text.len() <= 64
+            && text.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+    };
+    if !plain(group) {
+        return Err(format!("group '{group}' must be 1-64 lowercase letters, digits, '-' or '_'"));
+    }
+    if RESERVED.contains(&group.as_str()) {
+        return Err(format!("group '{group}' is reserved by the API"));
+    }
+    if !plain(&description.type_name) {
+        return Err(format!(
+            "type name '{}' must be 1-64 lowercase letters, digits, '-' or '_'",
+            description.type_name
+        ));
+    }
+    if description.handler_version.trim().is_empty() {
+        return Err("handler version is empty".into());
+    }
+    Ok(())
+}
+
+fn problems(list: Vec<bindings::Problem>) -> Vec<Problem> {
+    list.into_iter().map(Into::into).collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

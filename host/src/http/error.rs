@@ -1,0 +1,107 @@
+//! The one place errors become HTTP responses.
+//!
+//! Each layer has its own error type; the `From` impls below decide its
+//! status. Bodies are plain text, DIAL style (`Not found: <url>`), because
+//! DIAL clients show them to people as they are.
+
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::auth::AuthError;
+use crate::buckets::InvalidBucket;
+use crate::handlers::HandlerError;
+use crate::resource_url::UrlError;
+use crate::storage::StorageError;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self { status, message: message.into() }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn forbidden(url: &str) -> Self {
+        Self::new(StatusCode::FORBIDDEN, format!("You don't have an access to: {url}"))
+    }
+
+    pub fn not_found(url: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, format!("Not found: {url}"))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let content_type = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
+        (self.status, content_type, self.message).into_response()
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(error: AuthError) -> Self {
+        let status = match error {
+            AuthError::Conflicting => StatusCode::BAD_REQUEST,
+            AuthError::Missing | AuthError::UnknownKey | AuthError::BadToken(_) => StatusCode::UNAUTHORIZED,
+        };
+        Self::new(status, error.to_string())
+    }
+}
+
+impl From<UrlError> for ApiError {
+    fn from(error: UrlError) -> Self {
+        Self::bad_request(error.to_string())
+    }
+}
+
+impl From<InvalidBucket> for ApiError {
+    fn from(error: InvalidBucket) -> Self {
+        Self::bad_request(error.to_string())
+    }
+}
+
+impl From<HandlerError> for ApiError {
+    fn from(error: HandlerError) -> Self {
+        let status = match error.kind {
+            _ if error.caused_by_input() => StatusCode::BAD_REQUEST,
+            crate::handlers::HandlerErrorKind::TimedOut { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        Self::new(status, error.to_string())
+    }
+}
+
+impl From<StorageError> for ApiError {
+    fn from(error: StorageError) -> Self {
+        tracing::error!(%error, "storage error");
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Storage error")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handlers::HandlerErrorKind;
+
+    #[test]
+    fn statuses() {
+        assert_eq!(ApiError::from(AuthError::Missing).status, StatusCode::UNAUTHORIZED);
+        assert_eq!(ApiError::from(AuthError::Conflicting).status, StatusCode::BAD_REQUEST);
+        assert_eq!(ApiError::from(InvalidBucket("x".into())).message, "invalid bucket: x");
+        let handler = |kind| HandlerError { handler: "skill@1".into(), kind };
+        let cpu = ApiError::from(handler(HandlerErrorKind::CpuLimit { limit_ms: 5 }));
+        assert_eq!(cpu.status, StatusCode::BAD_REQUEST);
+        assert_eq!(cpu.message, "handler 'skill@1' exceeded its CPU time limit of 5 ms");
+        let crash = ApiError::from(handler(HandlerErrorKind::Trapped { detail: "boom".into() }));
+        assert_eq!(crash.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(crash.message, "handler 'skill@1' crashed: boom");
+        let slow = ApiError::from(handler(HandlerErrorKind::TimedOut { limit_ms: 5 }));
+        assert_eq!(slow.status, StatusCode::SERVICE_UNAVAILABLE);
+    }
+}

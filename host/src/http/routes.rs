@@ -1,0 +1,76 @@
+//! Route handlers: thin, typed, errors as [`ApiError`].
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::Admin;
+use crate::auth::Caller;
+use crate::handlers::{HandlerSource, LimitOverrides};
+
+/// `GET /health`: the process is up.
+pub async fn health() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// `GET /ready`: the store answers and handlers are loaded.
+pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    crate::storage::check_ready(state.store().as_ref()).await.map_err(|error| {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("storage is not reachable: {error}"))
+    })?;
+    Ok(Json(json!({"status": "ready", "handlers": state.handlers().iter().count()})))
+}
+
+#[derive(Serialize)]
+pub struct BucketResponse {
+    bucket: String,
+}
+
+/// `GET /v1/bucket`: the caller's own bucket id.
+pub async fn bucket(State(state): State<AppState>, caller: Caller) -> Json<BucketResponse> {
+    Json(BucketResponse { bucket: state.buckets().encode(&caller.bucket_location()) })
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HandlerInfo {
+    group: String,
+    type_name: String,
+    display_name: String,
+    handler_version: String,
+    source: HandlerSource,
+    sha256: String,
+    strict: bool,
+    limits: LimitOverrides,
+}
+
+/// `GET /v1/ops/handlers` (admin): the loaded handler types.
+pub async fn list_handlers(State(state): State<AppState>, _admin: Admin) -> Json<Vec<HandlerInfo>> {
+    let handlers = state
+        .handlers()
+        .iter()
+        .map(|handler| {
+            let description = handler.description();
+            HandlerInfo {
+                group: description.group.clone(),
+                type_name: description.type_name.clone(),
+                display_name: description.display_name.clone(),
+                handler_version: description.handler_version.clone(),
+                source: handler.source().clone(),
+                sha256: handler.sha256().into(),
+                strict: handler.is_strict(),
+                limits: description.limits.clone(),
+            }
+        })
+        .collect();
+    Json(handlers)
+}
+
+/// Anything else.
+pub async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, format!("No route: {}", uri.path()))
+}

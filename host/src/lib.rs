@@ -1,0 +1,14 @@
+//! dial-host: stores and serves resources for LLM applications with DIAL
+//! Core's HTTP API. Folder-shaped resource types are WebAssembly components.
+//!
+//! See `ARCHITECTURE.md` at the repository root for the map.
+
+pub mod auth;
+pub mod buckets;
+pub mod config;
+pub mod handlers;
+pub mod http;
+pub mod resource_url;
+pub mod server;
+pub mod storage;
+pub mod telemetry;

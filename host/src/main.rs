@@ -1,0 +1,134 @@
+//! The `dial-host` command: `serve` (the default), `check-config`,
+//! `handler inspect`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use dial_host::config::Config;
+use dial_host::handlers::{HandlerSource, Runtime, RuntimeLimits};
+use dial_host::{server, telemetry};
+
+#[derive(Parser)]
+#[command(version, about = "Stores and serves LLM-application resources with DIAL Core's HTTP API")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server (the default when no command is given).
+    Serve(ConfigArg),
+    /// Load the configuration and every handler, report problems, and exit.
+    CheckConfig(ConfigArg),
+    /// Work with handler components.
+    #[command(subcommand)]
+    Handler(HandlerCommand),
+}
+
+#[derive(clap::Args, Default)]
+struct ConfigArg {
+    /// TOML configuration file; without one, the embedded default is used.
+    #[arg(long, short, env = "DIAL_HOST_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum HandlerCommand {
+    /// Print what a handler component describes and whether it implements
+    /// the host's `dial:handler@1.0.0` world.
+    Inspect {
+        /// The `.wasm` component.
+        file: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command.unwrap_or(Command::Serve(ConfigArg::default())) {
+            Command::Serve(arg) => serve(arg).await,
+            Command::CheckConfig(arg) => check_config(arg).await,
+            Command::Handler(HandlerCommand::Inspect { file }) => inspect(file).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_config(arg: &ConfigArg) -> anyhow::Result<Config> {
+    Config::load(arg.config.as_deref()).context("invalid configuration")
+}
+
+async fn serve(arg: ConfigArg) -> anyhow::Result<ExitCode> {
+    let config = load_config(&arg)?;
+    telemetry::init(&config.log);
+    server::serve(server::prepare(config)?).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn check_config(arg: ConfigArg) -> anyhow::Result<ExitCode> {
+    let config = load_config(&arg)?;
+    telemetry::init(&config.log);
+    if config.encryption.secret.is_none() {
+        println!(
+            "note: encryption.secret is unset; a generated one in {} will be used (fine for one instance only)",
+            config.data_dir.display()
+        );
+    }
+    let prepared = server::prepare(config)?;
+    let state = server::build_state(&prepared.config).await?;
+    println!("configuration OK");
+    println!("  storage: {}", prepared.config.storage_url());
+    for handler in state.handlers().iter() {
+        println!("  handler: {} ({}, {})", handler.description().group, handler.label(), handler.source());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn inspect(file: PathBuf) -> anyhow::Result<ExitCode> {
+    let wasm = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+    let size = wasm.len();
+    let runtime: Arc<Runtime> = Runtime::new(RuntimeLimits::default(), None, false)
+        .map_err(|e| anyhow::anyhow!("starting the handler runtime: {e}"))?;
+    println!("file:    {} ({size} bytes)", file.display());
+    match runtime.load(wasm, HandlerSource::File(file.clone())).await {
+        Ok(loaded) => {
+            let d = loaded.description();
+            println!("world:   dial:handler@1.0.0 — implemented");
+            println!("sha256:  {}", loaded.sha256());
+            println!("type:    {}", d.type_name);
+            println!("group:   {} (routes /v2/{}/…)", d.group, d.group);
+            println!("name:    {}", d.display_name);
+            println!("version: {}", d.handler_version);
+            let limit = |value: Option<String>| value.unwrap_or_else(|| "host default".into());
+            println!(
+                "limits:  max_files {}, max_file_bytes {}, max_total_bytes {}",
+                limit(d.limits.max_files.map(|v| v.to_string())),
+                limit(d.limits.max_file_bytes.map(|v| v.to_string())),
+                limit(d.limits.max_total_bytes.map(|v| v.to_string()))
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            println!("world:   dial:handler@1.0.0 — NOT implemented");
+            println!("problem: {error}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

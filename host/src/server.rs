@@ -1,0 +1,159 @@
+//! Start-up: config → services → listener.
+//!
+//! Settings the embedded default cannot ask for are generated once and kept
+//! in `<data_dir>/generated.toml`: the bucket-id secret and, when no keys or
+//! identity provider are configured, an admin and a user API key, so a
+//! newcomer can call the API straight away.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+
+use crate::auth::Authenticator;
+use crate::buckets::BucketCodec;
+use crate::config::{Config, ProjectKey};
+use crate::handlers::{HandlerRegistry, Runtime, RuntimeLimits};
+use crate::http::{self, AppState, Services};
+use crate::storage;
+
+const GENERATED_FILE: &str = "generated.toml";
+
+/// Values generated on first start, reused on every later one.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Generated {
+    encryption_secret: String,
+    admin_key: String,
+    user_key: String,
+}
+
+impl Generated {
+    fn load_or_create(data_dir: &Path) -> anyhow::Result<Self> {
+        let path = data_dir.join(GENERATED_FILE);
+        if path.exists() {
+            let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+            return toml::from_str(&text).with_context(|| format!("parsing {}", path.display()));
+        }
+        let generated = Self { encryption_secret: random_token(), admin_key: random_token(), user_key: random_token() };
+        std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+        let temporary = data_dir.join(format!("{GENERATED_FILE}.tmp"));
+        std::fs::write(&temporary, toml::to_string(&generated)?)?;
+        std::fs::rename(&temporary, &path)?;
+        Ok(generated)
+    }
+}
+
+fn random_token() -> String {
+    let mut bytes = [0u8; 24];
+    rand::fill(&mut bytes);
+    bs58::encode(bytes).into_string()
+}
+
+/// Keys generated for the embedded default, shown in the banner.
+#[derive(Debug, Clone)]
+pub struct DemoKeys {
+    pub admin: String,
+    pub user: String,
+}
+
+/// A configuration with every generated value filled in.
+pub struct Prepared {
+    pub config: Config,
+    pub demo_keys: Option<DemoKeys>,
+}
+
+/// Fills in what the configuration leaves to generation.
+pub fn prepare(mut config: Config) -> anyhow::Result<Prepared> {
+    let no_credentials =
+        config.keys.is_empty() && config.identity.hs256_secret.is_none() && config.identity.public_keys.is_empty();
+    if config.encryption.secret.is_some() && !no_credentials {
+        return Ok(Prepared { config, demo_keys: None });
+    }
+    let generated = Generated::load_or_create(&config.data_dir)?;
+    config.encryption.secret.get_or_insert(generated.encryption_secret);
+    let mut demo_keys = None;
+    if no_credentials {
+        let admin_role = config.access.admin_roles.first().cloned().unwrap_or_else(|| "admin".into());
+        if config.access.admin_roles.is_empty() {
+            config.access.admin_roles.push(admin_role.clone());
+        }
+        config
+            .keys
+            .insert(generated.admin_key.clone(), ProjectKey { project: "admin".into(), roles: vec![admin_role] });
+        config
+            .keys
+            .insert(generated.user_key.clone(), ProjectKey { project: "user".into(), roles: vec!["user".into()] });
+        demo_keys = Some(DemoKeys { admin: generated.admin_key, user: generated.user_key });
+    }
+    Ok(Prepared { config, demo_keys })
+}
+
+/// Everything a running server holds, built from a prepared configuration.
+pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
+    let secret = config.encryption.secret.as_deref().context("encryption.secret is not set")?;
+    let auth = Authenticator::new(config.keys.clone(), &config.identity, &config.access)?;
+    let store = storage::open(&config.storage_url())?;
+    let runtime = Runtime::new(
+        RuntimeLimits::from_config(&config.handlers),
+        Some(config.handler_cache_dir()),
+        config.handlers.pooling,
+    )
+    .map_err(|e| anyhow::anyhow!("starting the handler runtime: {e}"))?;
+    let handlers = HandlerRegistry::load(runtime, &config.handlers).await?;
+    Ok(AppState::new(Services { auth, buckets: BucketCodec::new(secret), handlers, store }))
+}
+
+/// Runs the server until Ctrl-C or SIGTERM.
+pub async fn serve(prepared: Prepared) -> anyhow::Result<()> {
+    let Prepared { config, demo_keys } = prepared;
+    let state = build_state(&config).await?;
+    let listener =
+        TcpListener::bind(&config.server.listen).await.with_context(|| format!("binding {}", config.server.listen))?;
+    let address = listener.local_addr()?;
+    print_banner(&config, &state, address, demo_keys.as_ref());
+    axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn print_banner(config: &Config, state: &AppState, address: SocketAddr, keys: Option<&DemoKeys>) {
+    let url = format!("http://{address}");
+    println!("dial-host {} listening on {url}", env!("CARGO_PKG_VERSION"));
+    println!("  storage:  {}", config.storage_url());
+    for handler in state.handlers().iter() {
+        println!("  handler:  /v2/{}/ ({}, {})", handler.description().group, handler.label(), handler.source());
+    }
+    if let Some(keys) = keys {
+        let generated = data_file(config);
+        println!("  admin key: {}   (generated, kept in {})", keys.admin, generated.display());
+        println!("  user key:  {}", keys.user);
+        println!("  try:       curl -H 'Api-Key: {}' {url}/v1/bucket", keys.user);
+    }
+}
+
+fn data_file(config: &Config) -> PathBuf {
+    config.data_dir.join(GENERATED_FILE)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

@@ -1,0 +1,264 @@
+//! The handler runtime with real components: the built-in skill handler and
+//! the test guests, loaded through the same path the server uses.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use dial_host::config::{HandlersConfig, TypeSettings};
+use dial_host::handlers::{
+    BUILTIN_SKILL_HANDLER, FileSource, GUEST_WASM_DIR, Handler, HandlerErrorKind, HandlerRegistry, HandlerSource,
+    InMemoryFiles, LoadError, Mutation, RegistryError, ResourceInfo, Runtime, RuntimeLimits, Verdict,
+};
+
+const SKILL_MD: &str = "---\nname: pdf-tools\ndescription: Extract text and tables from PDF files.\nlicense: MIT\nmetadata:\n  version: \"1.2\"\n---\n# PDF tools\n\nUse this skill when…\n";
+
+fn guest(name: &str) -> PathBuf {
+    PathBuf::from(GUEST_WASM_DIR).join(format!("{name}.wasm"))
+}
+
+fn limits() -> RuntimeLimits {
+    RuntimeLimits {
+        cpu_deadline: Duration::from_millis(100),
+        wall_deadline: Duration::from_secs(20),
+        memory_limit_bytes: 32 << 20,
+        read_budget_bytes: 4 << 20,
+        max_concurrent_calls: 4,
+    }
+}
+
+fn config_with(dir: Option<PathBuf>, types: &[(&str, bool)]) -> HandlersConfig {
+    HandlersConfig {
+        dir,
+        types: types
+            .iter()
+            .map(|(group, strict)| (group.to_string(), TypeSettings { strict: *strict, ..TypeSettings::default() }))
+            .collect(),
+        ..HandlersConfig::default()
+    }
+}
+
+/// A registry holding the built-in skill handler and the misbehaving guest.
+async fn registry(types: &[(&str, bool)]) -> HandlerRegistry {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(guest("misbehaving_guest"), dir.path().join("misbehaving.wasm")).unwrap();
+    let runtime = Runtime::new(limits(), None, true).unwrap();
+    HandlerRegistry::load(runtime, &config_with(Some(dir.path().into()), types)).await.unwrap()
+}
+
+fn skill_files(skill_md: &str) -> Arc<InMemoryFiles> {
+    let mut files = InMemoryFiles::new();
+    files.insert("SKILL.md", skill_md.to_string()).insert("scripts/extract.py", "print('hi')\n");
+    Arc::new(files)
+}
+
+fn resource(name: &str) -> ResourceInfo {
+    ResourceInfo { name: name.into(), path: format!("team/{name}") }
+}
+
+async fn validate(
+    handler: &Handler,
+    name: &str,
+    files: Arc<InMemoryFiles>,
+) -> Result<Verdict, dial_host::handlers::HandlerError> {
+    let entries = files.entries();
+    handler.validate(&resource(name), &entries, files as Arc<dyn FileSource>).await
+}
+
+async fn assert_skill_handler_works(registry: &HandlerRegistry) {
+    let skills = registry.get("skills").unwrap();
+    let verdict = validate(skills, "pdf-tools", skill_files(SKILL_MD)).await.unwrap();
+    assert_eq!(verdict, Verdict::Valid { warnings: vec![] });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skill_handler_validates_and_builds_metadata() {
+    let registry = registry(&[]).await;
+    let skills = registry.get("skills").expect("built-in skill handler");
+    let description = skills.description();
+    assert_eq!((description.type_name.as_str(), description.group.as_str()), ("skill", "skills"));
+    assert_eq!(skills.source(), &HandlerSource::Builtin);
+
+    assert_skill_handler_works(&registry).await;
+
+    let files = skill_files(SKILL_MD);
+    let entries = files.entries();
+    let metadata = skills.build_marker_metadata(&resource("pdf-tools"), &entries, files).await.unwrap().unwrap();
+    assert_eq!(metadata["name"], "pdf-tools");
+    assert_eq!(metadata["description"], "Extract text and tables from PDF files.");
+    assert_eq!(metadata["version"], "1.2");
+    assert_eq!(metadata["license"], "MIT");
+
+    let mut no_skill_md = InMemoryFiles::new();
+    no_skill_md.insert("README.md", "hello");
+    let Verdict::Invalid { problems } = validate(skills, "x", Arc::new(no_skill_md)).await.unwrap() else {
+        panic!("a skill without SKILL.md must be invalid")
+    };
+    assert!(problems[0].message.contains("SKILL.md"), "{problems:?}");
+
+    let delete = skills.validate_file_mutation("SKILL.md", Mutation::Delete).await.unwrap();
+    assert!(delete.unwrap_err().message.contains("cannot be deleted"));
+    assert_eq!(skills.validate_file_mutation("scripts/extract.py", Mutation::Delete).await.unwrap(), Ok(()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warnings_are_accepted_unless_the_type_is_strict() {
+    let display_name = SKILL_MD.replace("name: pdf-tools", "name: PDF Tools");
+    let lenient = registry(&[]).await;
+    let Verdict::Valid { warnings } =
+        validate(lenient.get("skills").unwrap(), "pdf-tools", skill_files(&display_name)).await.unwrap()
+    else {
+        panic!("a display name is a warning, not an error")
+    };
+    assert!(!warnings.is_empty());
+
+    let strict = registry(&[("skills", true)]).await;
+    let handler = strict.get("skills").unwrap();
+    assert!(handler.is_strict());
+    let Verdict::Invalid { problems } = validate(handler, "pdf-tools", skill_files(&display_name)).await.unwrap()
+    else {
+        panic!("strict turns warnings into errors")
+    };
+    assert_eq!(problems, warnings);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_loop_hits_the_cpu_deadline_and_the_host_keeps_serving() {
+    let registry = registry(&[]).await;
+    let misbehaving = registry.get("misbehaving").unwrap();
+    let error = validate(misbehaving, "loop", Arc::new(InMemoryFiles::new())).await.unwrap_err();
+    // The CPU deadline (100 ms), not the 20 s wall bound, stopped it.
+    assert_eq!(error.kind, HandlerErrorKind::CpuLimit { limit_ms: 100 });
+    assert_eq!(error.handler, "misbehaving@0.1.0");
+    assert_eq!(error.to_string(), "handler 'misbehaving@0.1.0' exceeded its CPU time limit of 100 ms");
+    assert!(error.caused_by_input());
+
+    assert_skill_handler_works(&registry).await;
+    assert!(matches!(validate(misbehaving, "fine", Arc::new(InMemoryFiles::new())).await, Ok(Verdict::Valid { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_hog_hits_the_memory_cap() {
+    let registry = registry(&[]).await;
+    let error =
+        validate(registry.get("misbehaving").unwrap(), "hog", Arc::new(InMemoryFiles::new())).await.unwrap_err();
+    assert_eq!(error.kind, HandlerErrorKind::MemoryLimit { limit_mib: 32 });
+    assert!(error.to_string().contains("misbehaving@0.1.0"));
+    assert_skill_handler_works(&registry).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_is_reported_with_its_message() {
+    let registry = registry(&[]).await;
+    let error =
+        validate(registry.get("misbehaving").unwrap(), "panic", Arc::new(InMemoryFiles::new())).await.unwrap_err();
+    let HandlerErrorKind::Trapped { detail } = &error.kind else { panic!("expected a trap, got {error}") };
+    assert!(detail.contains("panicked on purpose"), "{detail}");
+    assert!(!error.caused_by_input());
+    assert_skill_handler_works(&registry).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_stop_at_the_budget() {
+    let registry = registry(&[]).await;
+    let mut files = InMemoryFiles::new();
+    files.insert("big.bin", vec![7u8; 1 << 20]);
+    let verdict = validate(registry.get("misbehaving").unwrap(), "greedy", Arc::new(files)).await.unwrap();
+    let Verdict::Invalid { problems } = verdict else { panic!("the guest reports the refused read") };
+    assert!(problems[0].message.contains("BudgetExceeded(4194304)"), "{problems:?}");
+}
+
+/// A looping guest yields every epoch tick, so other tasks on the same
+/// single-threaded runtime keep running while it burns its budget.
+#[tokio::test(flavor = "current_thread")]
+async fn a_looping_guest_does_not_block_the_async_runtime() {
+    let registry = registry(&[]).await;
+    let ticks = Arc::new(AtomicU64::new(0));
+    let counter = ticks.clone();
+    let ticker = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    let error =
+        validate(registry.get("misbehaving").unwrap(), "loop", Arc::new(InMemoryFiles::new())).await.unwrap_err();
+    ticker.abort();
+    assert!(matches!(error.kind, HandlerErrorKind::CpuLimit { .. }));
+    assert!(ticks.load(Ordering::Relaxed) >= 3, "the timer task never ran while the guest looped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_calls_than_slots_queue_instead_of_failing() {
+    let runtime = Runtime::new(RuntimeLimits { max_concurrent_calls: 2, ..limits() }, None, true).unwrap();
+    let registry = HandlerRegistry::load(runtime, &HandlersConfig::default()).await.unwrap();
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        let skills = registry.get("skills").unwrap().clone();
+        calls.spawn(async move { validate(&skills, "pdf-tools", skill_files(SKILL_MD)).await });
+    }
+    for verdict in calls.join_all().await {
+        assert_eq!(verdict.unwrap(), Verdict::Valid { warnings: vec![] });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn components_of_another_world_are_refused_at_load() {
+    let runtime = Runtime::new(limits(), None, false).unwrap();
+    let other = std::fs::read(guest("not_a_handler")).unwrap();
+    let error = runtime.load(other, HandlerSource::File("other.wasm".into())).await.err().unwrap();
+    assert!(matches!(error, LoadError::NotAHandler(_)), "{error}");
+
+    let error = runtime.load(b"not wasm at all".to_vec(), HandlerSource::File("junk.wasm".into())).await.err().unwrap();
+    assert!(matches!(error, LoadError::Compile(_)), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compiled_components_are_cached_on_disk() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = Runtime::new(limits(), Some(cache.path().into()), false).unwrap();
+    let first = runtime.load(BUILTIN_SKILL_HANDLER.to_vec(), HandlerSource::Builtin).await.unwrap();
+    let cached: Vec<_> =
+        walk(cache.path()).into_iter().filter(|p| p.extension().is_some_and(|e| e == "cwasm")).collect();
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    assert!(cached[0].file_name().unwrap().to_string_lossy().starts_with(first.sha256()));
+
+    // A second engine with the same settings loads the artifact…
+    let again = Runtime::new(limits(), Some(cache.path().into()), false).unwrap();
+    assert_eq!(
+        again.load(BUILTIN_SKILL_HANDLER.to_vec(), HandlerSource::Builtin).await.unwrap().sha256(),
+        first.sha256()
+    );
+    // …and a damaged artifact is a miss, not a failure.
+    std::fs::write(&cached[0], b"garbage").unwrap();
+    let repaired = Runtime::new(limits(), Some(cache.path().into()), false).unwrap();
+    repaired.load(BUILTIN_SKILL_HANDLER.to_vec(), HandlerSource::Builtin).await.unwrap();
+    assert!(std::fs::metadata(&cached[0]).unwrap().len() > 1000, "the artifact was rewritten");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() { found.extend(walk(&path)) } else { found.push(path) }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_claimed_twice_is_a_startup_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("another-skill.wasm"), BUILTIN_SKILL_HANDLER).unwrap();
+    let runtime = Runtime::new(limits(), None, false).unwrap();
+    let error = HandlerRegistry::load(runtime, &config_with(Some(dir.path().into()), &[])).await.err().unwrap();
+    assert!(matches!(&error, RegistryError::DuplicateGroup { group, .. } if group == "skills"), "{error}");
+    assert!(error.to_string().contains("another-skill.wasm"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_for_an_unknown_type_are_a_startup_error() {
+    let runtime = Runtime::new(limits(), None, false).unwrap();
+    let error = HandlerRegistry::load(runtime, &config_with(None, &[("skils", true)])).await.err().unwrap();
+    assert!(matches!(&error, RegistryError::UnknownType(group) if group == "skils"), "{error}");
+}

@@ -1,0 +1,52 @@
+//! The command line: `check-config` and `handler inspect`.
+
+use std::path::Path;
+
+use crate::support::Setup;
+
+fn guest(name: &str) -> String {
+    Path::new(dial_host::handlers::GUEST_WASM_DIR).join(format!("{name}.wasm")).display().to_string()
+}
+
+#[test]
+fn check_config_reports_a_good_file_and_names_a_bad_key() {
+    let setup = Setup::new();
+    let good = setup.config("[encryption]\nsecret = \"s\"\n[keys.k1]\nproject = \"p\"\nroles = [\"user\"]\n");
+    let (ok, stdout, stderr) = setup.run(&["check-config", "--config", good.to_str().unwrap()], &[]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("configuration OK"), "{stdout}");
+    assert!(stdout.contains("skills (skill@"), "{stdout}");
+
+    let bad = setup.config("[server]\nlisten = \"127.0.0.1:1\"\nlisten_port = 5\n");
+    let (ok, _, stderr) = setup.run(&["check-config", "--config", bad.to_str().unwrap()], &[]);
+    assert!(!ok);
+    assert!(stderr.contains("listen_port"), "{stderr}");
+
+    let (ok, _, stderr) = setup.run(&["check-config", "--config", "/no/such/file.toml"], &[]);
+    assert!(!ok);
+    assert!(stderr.contains("does not exist"), "{stderr}");
+}
+
+#[test]
+fn handler_inspect_describes_a_handler() {
+    let setup = Setup::new();
+    let (ok, stdout, stderr) = setup.run(&["handler", "inspect", &guest("dial_skill_handler")], &[]);
+    assert!(ok, "{stdout}{stderr}");
+    assert!(stdout.contains("dial:handler@1.0.0 — implemented"), "{stdout}");
+    assert!(stdout.contains("group:   skills"), "{stdout}");
+    assert!(stdout.contains("type:    skill"), "{stdout}");
+}
+
+#[test]
+fn handler_inspect_rejects_other_components() {
+    let setup = Setup::new();
+    let (ok, stdout, _) = setup.run(&["handler", "inspect", &guest("not_a_handler")], &[]);
+    assert!(!ok);
+    assert!(stdout.contains("NOT implemented"), "{stdout}");
+
+    let junk = setup.path().join("junk.wasm");
+    std::fs::write(&junk, b"\0asm junk").unwrap();
+    let (ok, stdout, _) = setup.run(&["handler", "inspect", junk.to_str().unwrap()], &[]);
+    assert!(!ok);
+    assert!(stdout.contains("not a valid WebAssembly component"), "{stdout}");
+}

@@ -1,0 +1,6 @@
+//! Black-box tests: the real `dial-host` binary, real HTTP.
+
+mod auth;
+mod cli;
+mod startup;
+mod support;

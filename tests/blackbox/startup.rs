@@ -1,0 +1,142 @@
+//! The embedded default, health, readiness, handler listing, logs.
+
+use crate::support::Setup;
+
+#[tokio::test]
+async fn embedded_default_prints_working_keys_that_survive_a_restart() {
+    let setup = Setup::new();
+    let (admin, user, user_bucket) = {
+        let server = setup.start(None, &[]);
+        let admin = server.banner_value("admin key:").expect("banner shows an admin key");
+        let user = server.banner_value("user key:").expect("banner shows a user key");
+        assert!(server.banner.iter().any(|l| l.contains("curl -H 'Api-Key:")), "{:?}", server.banner);
+        assert!(server.data_dir.join("generated.toml").exists());
+
+        let client = server.client();
+        let reply = client.get("/v1/bucket", &[("Api-Key", &user)]).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let user_bucket = reply.json()["bucket"].as_str().unwrap().to_string();
+        assert!(user_bucket.bytes().all(|b| b.is_ascii_alphanumeric()), "{user_bucket}");
+        let admin_bucket = client.get("/v1/bucket", &[("Api-Key", &admin)]).await.json()["bucket"].clone();
+        assert_ne!(admin_bucket.as_str().unwrap(), user_bucket);
+        (admin, user, user_bucket)
+    };
+
+    let server = setup.start(None, &[]);
+    assert_eq!(server.banner_value("admin key:").as_deref(), Some(admin.as_str()));
+    let reply = server.client().get("/v1/bucket", &[("Api-Key", &user)]).await;
+    assert_eq!(reply.json()["bucket"].as_str(), Some(user_bucket.as_str()), "bucket ids are stable across restarts");
+}
+
+#[tokio::test]
+async fn health_and_readiness() {
+    let setup = Setup::new();
+    let server = setup.start(None, &[]);
+    let client = server.client();
+    let health = client.get("/health", &[]).await;
+    assert_eq!((health.status, health.json()["status"].as_str()), (200, Some("ok")));
+    let ready = client.get("/ready", &[]).await;
+    assert_eq!(ready.status, 200, "{}", ready.body);
+    assert_eq!(ready.json()["handlers"], 1);
+}
+
+#[tokio::test]
+async fn readiness_fails_when_storage_is_gone() {
+    let setup = Setup::new();
+    let store = setup.path().join("store");
+    let config = setup.config(&format!("[storage]\nurl = \"file://{}\"\n", store.display()));
+    let server = setup.start(Some(&config), &[]);
+    let client = server.client();
+    assert_eq!(client.get("/ready", &[]).await.status, 200);
+    // A file where the store directory was: the probe now fails.
+    std::fs::remove_dir_all(&store).unwrap();
+    std::fs::write(&store, b"not a directory").unwrap();
+    let ready = client.get("/ready", &[]).await;
+    assert_eq!(ready.status, 503, "{}", ready.body);
+    assert!(ready.body.contains("storage"), "{}", ready.body);
+}
+
+#[tokio::test]
+async fn admins_list_loaded_handlers_and_others_may_not() {
+    let setup = Setup::new();
+    let dir = setup.path().join("handlers");
+    std::fs::create_dir(&dir).unwrap();
+    let guests = std::path::Path::new(dial_host::handlers::GUEST_WASM_DIR);
+    std::fs::copy(guests.join("misbehaving_guest.wasm"), dir.join("misbehaving.wasm")).unwrap();
+    let config = setup.config(&format!(
+        r#"
+        [keys.admin-secret]
+        project = "ops"
+        roles = ["admin"]
+        [keys.user-secret]
+        project = "alpha"
+        roles = ["user"]
+        [handlers]
+        dir = "{}"
+        [handlers.types.skills]
+        strict = true
+        "#,
+        dir.display()
+    ));
+    let server = setup.start(Some(&config), &[]);
+    let client = server.client();
+
+    let reply = client.get("/v1/ops/handlers", &[("Api-Key", "admin-secret")]).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let list = reply.json();
+    let groups: Vec<&str> = list.as_array().unwrap().iter().map(|h| h["group"].as_str().unwrap()).collect();
+    assert_eq!(groups, ["misbehaving", "skills"]);
+    let skills = &list[1];
+    assert_eq!(skills["typeName"], "skill");
+    assert_eq!(skills["source"]["kind"], "builtin");
+    assert_eq!(skills["strict"], true);
+    assert_eq!(skills["sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(list[0]["source"]["kind"], "file");
+    assert_eq!(list[0]["limits"]["maxFiles"], 10);
+
+    let denied = client.get("/v1/ops/handlers", &[("Api-Key", "user-secret")]).await;
+    assert_eq!(denied.status, 403);
+    assert_eq!(denied.body, "You don't have an access to: /v1/ops/handlers");
+    assert_eq!(client.get("/v1/ops/handlers", &[]).await.status, 401);
+}
+
+#[tokio::test]
+async fn two_handlers_for_one_group_stop_the_start() {
+    let setup = Setup::new();
+    let dir = setup.path().join("handlers");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("my-skills.wasm"), dial_host::handlers::BUILTIN_SKILL_HANDLER).unwrap();
+    let config = setup.config(&format!("[handlers]\ndir = \"{}\"\n", dir.display()));
+    let (ok, _, stderr) = setup.run(&["serve", "--config", config.to_str().unwrap()], &[]);
+    assert!(!ok);
+    assert!(stderr.contains("group 'skills' is claimed by two handlers"), "{stderr}");
+    assert!(stderr.contains("my-skills.wasm"), "{stderr}");
+}
+
+#[tokio::test]
+async fn environment_overrides_the_file_and_json_logs_are_json() {
+    let setup = Setup::new();
+    let config = setup.config("[log]\nformat = \"text\"\n");
+    let (ok, _, stderr) = setup.run(
+        &["check-config", "--config", config.to_str().unwrap()],
+        &[("DIAL_HOST_LOG__FORMAT", "json"), ("DIAL_HOST_LOG__FILTER", "debug")],
+    );
+    assert!(ok, "{stderr}");
+    let log_lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!log_lines.is_empty(), "debug logging produced nothing");
+    for line in log_lines {
+        let value: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(value.get("level").is_some(), "{line}");
+    }
+}
+
+#[tokio::test]
+async fn responses_carry_cors_headers_and_plain_text_errors() {
+    let setup = Setup::new();
+    let server = setup.start(None, &[]);
+    let reply = server.client().get("/v1/bucket", &[("Origin", "https://chat.example")]).await;
+    assert_eq!(reply.status, 401);
+    assert_eq!(reply.headers["access-control-allow-origin"], "*");
+    assert!(reply.headers["content-type"].to_str().unwrap().starts_with("text/plain"));
+    assert_eq!(reply.body, "At least API-KEY or Authorization header must be provided");
+}

@@ -1,0 +1,182 @@
+//! Starts the real `dial-host` binary on a free port and talks HTTP to it.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub const BINARY: &str = env!("CARGO_BIN_EXE_dial-host");
+
+/// How long a server may take to start (compiling the built-in handler on a
+/// cold cache takes a few seconds in a debug build).
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// One running server, killed on drop.
+pub struct Server {
+    child: Child,
+    pub url: String,
+    /// Banner lines printed after the "listening" line.
+    pub banner: Vec<String>,
+    pub data_dir: PathBuf,
+    _stderr: std::thread::JoinHandle<Vec<String>>,
+}
+
+/// A scratch directory with a config file in it.
+pub struct Setup {
+    pub dir: tempfile::TempDir,
+}
+
+impl Setup {
+    pub fn new() -> Self {
+        Self { dir: tempfile::tempdir().expect("temp dir") }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes `dial.toml` with the given TOML.
+    pub fn config(&self, body: &str) -> PathBuf {
+        let path = self.path().join("dial.toml");
+        std::fs::write(&path, body).expect("write config");
+        path
+    }
+
+    /// The environment every run gets: data in this directory, a free port,
+    /// the shared handler cache.
+    fn environment(&self) -> Vec<(String, String)> {
+        vec![
+            ("DIAL_HOST_DATA_DIR".into(), self.path().join("data").display().to_string()),
+            ("DIAL_HOST_SERVER__LISTEN".into(), "127.0.0.1:0".into()),
+            ("DIAL_HOST_HANDLERS__CACHE_DIR".into(), shared_cache_dir().display().to_string()),
+        ]
+    }
+
+    /// Starts the server with `--config` and the given extra environment.
+    pub fn start(&self, config: Option<&Path>, env: &[(&str, &str)]) -> Server {
+        let mut command = Command::new(BINARY);
+        command.arg("serve");
+        if let Some(config) = config {
+            command.arg("--config").arg(config);
+        }
+        command.current_dir(self.path()).envs(self.environment()).env_remove("DIAL_HOST_CONFIG").env_remove("RUST_LOG");
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        Server::spawn(command, self.path().join("data"))
+    }
+}
+
+/// Compiled handlers are shared between test servers so only the first
+/// start pays for compilation.
+pub fn shared_cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("blackbox-handler-cache")
+}
+
+impl Server {
+    fn spawn(mut command: Command, data_dir: PathBuf) -> Server {
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start dial-host");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (lines_tx, lines_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if lines_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr_thread = std::thread::spawn(move || {
+            let mut lines = Vec::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[dial-host] {line}");
+                lines.push(line);
+            }
+            lines
+        });
+
+        let first = lines_rx.recv_timeout(START_TIMEOUT).unwrap_or_else(|_| {
+            let status = child.try_wait().ok().flatten();
+            panic!("dial-host did not print its listening line (exit status: {status:?}); see [dial-host] lines above")
+        });
+        let url = first
+            .split_once("listening on ")
+            .map(|(_, url)| url.trim().to_string())
+            .unwrap_or_else(|| panic!("unexpected first line: {first}"));
+        let mut banner = Vec::new();
+        while let Ok(line) = lines_rx.recv_timeout(Duration::from_millis(300)) {
+            banner.push(line);
+        }
+        Server { child, url, banner, data_dir, _stderr: stderr_thread }
+    }
+
+    /// The value after `label` in the banner (e.g. `admin key:`).
+    pub fn banner_value(&self, label: &str) -> Option<String> {
+        self.banner.iter().find_map(|line| {
+            let rest = line.trim().strip_prefix(label)?;
+            rest.split_whitespace().next().map(str::to_string)
+        })
+    }
+
+    pub fn client(&self) -> Client {
+        Client { base: self.url.clone(), http: reqwest::Client::new() }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Setup {
+    /// Runs the binary to completion (for `check-config`, `handler inspect`,
+    /// and starts that must fail): (success, stdout, stderr).
+    pub fn run(&self, args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+        let mut command = Command::new(BINARY);
+        command.args(args).current_dir(self.path()).envs(self.environment()).env_remove("DIAL_HOST_CONFIG");
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let output = command.output().expect("run dial-host");
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+}
+
+/// A tiny HTTP client bound to one server.
+pub struct Client {
+    base: String,
+    http: reqwest::Client,
+}
+
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+}
+
+impl Client {
+    pub async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        let mut request = self.http.get(format!("{}{path}", self.base));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.expect("request");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = response.text().await.expect("body");
+        Reply { status, headers, body }
+    }
+}

@@ -1,0 +1,76 @@
+//! A handler that misbehaves on request, to test the host's sandbox.
+//!
+//! `validate` looks at the resource name: `loop` spins forever, `hog` grabs
+//! memory until the cap stops it, `panic` panics, `greedy` reads the first
+//! file over and over until the host's read budget says no; any other name
+//! is valid.
+
+#[cfg(target_arch = "wasm32")]
+mod guest {
+    wit_bindgen::generate!({ world: "handler", path: "../../../wit" });
+
+    use dial::handler::files;
+    use dial::handler::types::Limits;
+
+    struct Misbehaving;
+
+    impl Guest for Misbehaving {
+        fn describe() -> Description {
+            Description {
+                type_name: "misbehaving".into(),
+                group: "misbehaving".into(),
+                display_name: "Misbehaving test handler".into(),
+                handler_version: env!("CARGO_PKG_VERSION").into(),
+                limits: Limits { max_file_bytes: None, max_files: Some(10), max_total_bytes: None },
+            }
+        }
+
+        fn validate(resource: ResourceInfo, files: Vec<FileEntry>) -> Result<Vec<Problem>, Vec<Problem>> {
+            match resource.name.as_str() {
+                "loop" => spin_forever(),
+                "hog" => hog_memory(),
+                "panic" => panic!("misbehaving handler panicked on purpose"),
+                "greedy" => read_until_refused(&files),
+                _ => Ok(Vec::new()),
+            }
+        }
+
+        fn build_marker_metadata(
+            resource: ResourceInfo,
+            _files: Vec<FileEntry>,
+        ) -> Result<Vec<(String, String)>, Vec<Problem>> {
+            Ok(vec![("name".into(), resource.name)])
+        }
+
+        fn validate_file_mutation(_path: String, _op: Mutation) -> Result<(), Problem> {
+            Ok(())
+        }
+    }
+
+    fn spin_forever() -> ! {
+        let mut counter: u64 = 0;
+        loop {
+            counter = std::hint::black_box(counter.wrapping_add(1));
+        }
+    }
+
+    fn hog_memory() -> Result<Vec<Problem>, Vec<Problem>> {
+        let mut hoard: Vec<Vec<u8>> = Vec::new();
+        loop {
+            hoard.push(vec![1u8; 1 << 20]);
+            std::hint::black_box(&hoard);
+        }
+    }
+
+    fn read_until_refused(files: &[FileEntry]) -> Result<Vec<Problem>, Vec<Problem>> {
+        let Some(first) = files.first() else { return Ok(Vec::new()) };
+        loop {
+            if let Err(error) = files::read(&first.path, 0, 1 << 20) {
+                let message = format!("read refused: {error:?}");
+                return Err(vec![Problem { path: Some(first.path.clone()), message }]);
+            }
+        }
+    }
+
+    export!(Misbehaving);
+}
