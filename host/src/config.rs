@@ -29,6 +29,9 @@ pub struct Config {
     pub identity: IdentityConfig,
     pub access: AccessConfig,
     pub handlers: HandlersConfig,
+    pub folders: FoldersConfig,
+    pub redis: RedisConfig,
+    pub locks: LockConfig,
     pub log: LogConfig,
 }
 
@@ -43,6 +46,9 @@ impl Default for Config {
             identity: IdentityConfig::default(),
             access: AccessConfig::default(),
             handlers: HandlersConfig::default(),
+            folders: FoldersConfig::default(),
+            redis: RedisConfig::default(),
+            locks: LockConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -64,8 +70,13 @@ impl Default for ServerConfig {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StorageConfig {
-    /// Object store URL: `file:///abs/path`, `memory://`. Unset: `<data_dir>/store`.
+    /// Object store URL: `file:///abs/path`, `memory://`, `s3://bucket[/prefix]`
+    /// (and `gs://`, `az://` through the same crate). Unset: `<data_dir>/store`.
     pub url: Option<String>,
+    /// Backend options, as `object_store` names them (e.g. for S3:
+    /// `endpoint`, `region`, `access_key_id`, `secret_access_key`,
+    /// `allow_http`). Credentials may also come from the usual AWS_* variables.
+    pub options: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -198,6 +209,63 @@ pub struct TypeSettings {
     pub max_file_bytes: Option<u64>,
     pub max_files: Option<u32>,
     pub max_total_bytes: Option<u64>,
+}
+
+/// Folder resources (v2): limits every type gets unless it sets its own, and
+/// the garbage-collection sweep.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FoldersConfig {
+    pub max_file_bytes: u64,
+    pub max_files: u32,
+    pub max_total_bytes: u64,
+    /// How long superseded versions and tombstoned resources are kept (and a
+    /// tombstone can be restored). A writer that takes longer than half of
+    /// this to commit gives up, so the sweep never removes a version that is
+    /// about to be committed.
+    pub grace_seconds: u64,
+    /// How often the sweep runs; 0 disables the background sweep.
+    pub gc_interval_seconds: u64,
+}
+
+impl Default for FoldersConfig {
+    fn default() -> Self {
+        Self {
+            max_file_bytes: 512 << 20,
+            max_files: 1000,
+            max_total_bytes: 1 << 30,
+            grace_seconds: 3600,
+            gc_interval_seconds: 300,
+        }
+    }
+}
+
+/// Redis, for locks and change events shared by several instances. Unset:
+/// both stay in-process (one instance only).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedisConfig {
+    /// `redis://host:port/db`.
+    pub url: Option<String>,
+    /// Prefix of every key and channel, so deployments can share a Redis.
+    pub key_prefix: Option<String>,
+}
+
+/// Locks serialising structural changes (per bucket) and content updates
+/// (per resource).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LockConfig {
+    /// Lease of a Redis lock; renewed at a third of it while held.
+    pub ttl_ms: u64,
+    /// How long a request waits for a lock before giving up (503).
+    pub acquire_timeout_ms: u64,
+}
+
+impl Default for LockConfig {
+    fn default() -> Self {
+        Self { ttl_ms: 30_000, acquire_timeout_ms: 30_000 }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]

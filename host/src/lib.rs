@@ -3,11 +3,16 @@
 //!
 //! See `ARCHITECTURE.md` at the repository root for the map.
 
+pub mod access;
 pub mod auth;
 pub mod buckets;
 pub mod config;
+pub mod etag;
+pub mod events;
+pub mod folders;
 pub mod handlers;
 pub mod http;
+pub mod locks;
 pub mod resource_url;
 pub mod server;
 pub mod storage;

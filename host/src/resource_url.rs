@@ -20,7 +20,7 @@ pub const PUBLIC_BUCKET: &str = "public";
 /// What is left unescaped in a canonical path segment: RFC 3986 unreserved
 /// characters, sub-delimiters, `:` and `@` (Guava's path-segment escaper,
 /// which is what DIAL Core uses).
-const SEGMENT_ESCAPES: &AsciiSet = &NON_ALPHANUMERIC
+pub const SEGMENT_ESCAPES: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
     .remove(b'.')
     .remove(b'_')

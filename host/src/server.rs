@@ -7,6 +7,8 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -15,9 +17,12 @@ use tokio::net::TcpListener;
 use crate::auth::Authenticator;
 use crate::buckets::BucketCodec;
 use crate::config::{Config, ProjectKey};
+use crate::folders::FolderEngine;
+use crate::folders::gc::spawn_sweeper;
 use crate::handlers::{HandlerRegistry, Runtime, RuntimeLimits};
 use crate::http::{self, AppState, Services};
 use crate::storage;
+use crate::{events, locks};
 
 const GENERATED_FILE: &str = "generated.toml";
 
@@ -94,7 +99,7 @@ pub fn prepare(mut config: Config) -> anyhow::Result<Prepared> {
 pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     let secret = config.encryption.secret.as_deref().context("encryption.secret is not set")?;
     let auth = Authenticator::new(config.keys.clone(), &config.identity, &config.access)?;
-    let store = storage::open(&config.storage_url())?;
+    let store = storage::open(&config.storage_url(), &config.storage.options)?;
     let runtime = Runtime::new(
         RuntimeLimits::from_config(&config.handlers),
         Some(config.handler_cache_dir()),
@@ -102,7 +107,31 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     )
     .map_err(|e| anyhow::anyhow!("starting the handler runtime: {e}"))?;
     let handlers = HandlerRegistry::load(runtime, &config.handlers).await?;
-    Ok(AppState::new(Services { auth, buckets: BucketCodec::new(secret), handlers, store }))
+
+    let key_prefix = config.redis.key_prefix.clone().unwrap_or_else(|| "dial-host:".into());
+    let redis = match &config.redis.url {
+        Some(url) => {
+            let client = redis::Client::open(url.as_str()).with_context(|| format!("redis.url {url}"))?;
+            let connection = client.get_connection_manager().await.with_context(|| format!("connecting to {url}"))?;
+            Some((client, connection))
+        }
+        None => None,
+    };
+    let locks = locks::from_config(redis.as_ref().map(|(_, c)| c), &config.locks, &key_prefix);
+    let events = events::from_config(redis.as_ref().map(|(client, c)| (client, c)), &key_prefix)
+        .await
+        .context("subscribing to change events")?;
+    let folders = Arc::new(FolderEngine::new(
+        store.clone(),
+        locks,
+        events,
+        config.folders.clone(),
+        config.handlers.types.clone(),
+    ));
+    if config.folders.gc_interval_seconds > 0 {
+        spawn_sweeper(&folders, Duration::from_secs(config.folders.gc_interval_seconds));
+    }
+    Ok(AppState::new(Services { auth, buckets: BucketCodec::new(secret), handlers, store, folders }))
 }
 
 /// Runs the server until Ctrl-C or SIGTERM.

@@ -1,45 +1,407 @@
 //! The object store behind every resource, chosen by URL.
 //!
-//! `file:///path` (the embedded default: `<data_dir>/store`) and `memory://`
-//! are built in.
+//! - `file:///abs/path`: local disk (the embedded default: `<data_dir>/store`).
+//! - `memory://`: in-process, lost on exit (tests, demos).
+//! - `s3://bucket[/prefix]`, `gs://bucket[/prefix]`, `az://container[/prefix]`: the cloud stores, configured
+//!   by `storage.options` (keys as `object_store` names them) plus the usual `AWS_*` / `GOOGLE_*` /
+//!   `AZURE_*` environment variables; the options win over the environment.
+//!
+//! Every commit is a conditional write of a marker (`PutMode::Create` / `PutMode::Update`). InMemory, S3 and
+//! Azure do that natively; so does GCS, keyed on the generation, so build an `UpdateVersion` from a `head()` or
+//! a `PutResult` (both fields), never from the ETag alone. The local filesystem cannot
+//! (`NotImplemented`), so `file://` stores are wrapped in [`SerializedUpdates`], which is correct for one
+//! process only.
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::future::Future;
+use std::ops::Range;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::prefix::PrefixStore;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, ObjectStoreExt, PutMode,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, UpdateVersion,
+};
+use tokio::sync::OwnedMutexGuard;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
-    #[error("unsupported storage URL '{0}': use file:///absolute/path or memory://")]
+    #[error(
+        "unsupported storage URL '{0}': use file:///absolute/path, memory://, s3://bucket[/prefix], \
+         gs://bucket[/prefix] or az://container[/prefix]"
+    )]
     UnsupportedUrl(String),
+    #[error("storage.options are not used by '{url}'; remove them (they configure s3://, gs:// and az:// stores)")]
+    OptionsNotApplicable { url: String },
+    #[error("unknown storage option '{key}' for '{url}' (see the object_store configuration keys)")]
+    UnknownOption { key: String, url: String },
     #[error("cannot prepare local storage at {path}: {error}")]
     LocalDir { path: String, error: std::io::Error },
+    #[error("the store did not answer within {0:?}")]
+    NoAnswer(Duration),
     #[error(transparent)]
     Store(#[from] object_store::Error),
 }
 
-/// Opens the store a URL names.
-pub fn open(url: &str) -> Result<Arc<dyn ObjectStore>, StorageError> {
+/// Opens the store a URL names, with the backend options of `storage.options`.
+///
+/// A path after the bucket (`s3://bucket/some/prefix`) confines the store to that prefix: `parse_url_opts`
+/// only reports it, so the store is wrapped in a [`PrefixStore`].
+pub fn open(url: &str, options: &BTreeMap<String, String>) -> Result<Arc<dyn ObjectStore>, StorageError> {
+    let local_only = |store: Arc<dyn ObjectStore>| {
+        // A typo'd option for a cloud store would otherwise be silently ignored on the local default.
+        if options.is_empty() { Ok(store) } else { Err(StorageError::OptionsNotApplicable { url: url.into() }) }
+    };
     if url == "memory://" || url == "memory:///" {
-        return Ok(Arc::new(InMemory::new()));
+        return local_only(Arc::new(InMemory::new()));
     }
     if let Some(path) = url.strip_prefix("file://") {
         if !path.starts_with('/') {
             return Err(StorageError::UnsupportedUrl(url.into()));
         }
         std::fs::create_dir_all(path).map_err(|error| StorageError::LocalDir { path: path.into(), error })?;
-        return Ok(Arc::new(LocalFileSystem::new_with_prefix(path)?));
+        let local = LocalFileSystem::new_with_prefix(path)?;
+        return local_only(Arc::new(SerializedUpdates::new(local)));
     }
-    Err(StorageError::UnsupportedUrl(url.into()))
+    let parsed = url::Url::parse(url).map_err(|_| StorageError::UnsupportedUrl(url.into()))?;
+    let cloud = Cloud::of(parsed.scheme()).ok_or_else(|| StorageError::UnsupportedUrl(url.into()))?;
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(StorageError::UnsupportedUrl(url.into()));
+    }
+    for key in options.keys() {
+        if !cloud.knows(&key.to_ascii_lowercase()) {
+            return Err(StorageError::UnknownOption { key: key.clone(), url: url.into() });
+        }
+    }
+    // `parse_url_opts` starts from an empty builder, not `from_env()`; feed the environment first so the
+    // configured options override it (later keys win).
+    let from_env: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(key, value)| Some((key.into_string().ok()?.to_ascii_lowercase(), value.into_string().ok()?)))
+        .filter(|(key, _)| key.starts_with(cloud.env_prefix()) && cloud.knows(key))
+        .collect();
+    let all = from_env.into_iter().chain(options.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let (store, prefix) = object_store::parse_url_opts(&parsed, all)?;
+    if prefix.as_ref().is_empty() { Ok(Arc::from(store)) } else { Ok(Arc::new(PrefixStore::new(store, prefix))) }
 }
 
-/// Whether the store answers: a `head` of a key that need not exist.
+/// Whether the store a URL names does `PutMode::Update` itself, so that several processes (instances) may
+/// share it. `file://` does not: its compare-and-swap is [`SerializedUpdates`], good for one process only.
+pub fn supports_cas_natively(url: &str) -> bool {
+    url.starts_with("memory://") || url::Url::parse(url).is_ok_and(|parsed| Cloud::of(parsed.scheme()).is_some())
+}
+
+/// The cloud backends, by URL scheme (the schemes `object_store::ObjectStoreScheme` maps to each).
+#[derive(Debug, Clone, Copy)]
+enum Cloud {
+    S3,
+    Gcs,
+    Azure,
+}
+
+impl Cloud {
+    fn of(scheme: &str) -> Option<Self> {
+        match scheme {
+            "s3" | "s3a" => Some(Self::S3),
+            "gs" => Some(Self::Gcs),
+            "az" | "adl" | "azure" | "abfs" | "abfss" => Some(Self::Azure),
+            _ => None,
+        }
+    }
+
+    /// Whether `key` (lower-case) is one of the backend's configuration keys.
+    fn knows(self, key: &str) -> bool {
+        match self {
+            Self::S3 => key.parse::<object_store::aws::AmazonS3ConfigKey>().is_ok(),
+            Self::Gcs => key.parse::<object_store::gcp::GoogleConfigKey>().is_ok(),
+            Self::Azure => key.parse::<object_store::azure::AzureConfigKey>().is_ok(),
+        }
+    }
+
+    /// Prefix (lower-cased) of the environment variables the backend's own `from_env()` reads.
+    fn env_prefix(self) -> &'static str {
+        match self {
+            Self::S3 => "aws_",
+            Self::Gcs => "google_",
+            Self::Azure => "azure_",
+        }
+    }
+}
+
+/// How long [`check_ready`] waits. The cloud clients retry an unreachable endpoint with backoff for
+/// minutes, far longer than a readiness probe waits; a store that does not answer in time is not ready.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Whether the store answers, within [`READY_TIMEOUT`]: a listing of a prefix that need not exist. Not a
+/// `head`: S3 answers a HEAD in a missing bucket with the same bare 404 as for a missing key.
 pub async fn check_ready(store: &dyn ObjectStore) -> Result<(), StorageError> {
-    match store.head(&Path::from(".dial-host/ready-probe")).await {
-        Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-        Err(error) => Err(error.into()),
+    let probe = Path::from(".dial-host/ready-probe");
+    match tokio::time::timeout(READY_TIMEOUT, store.list_with_delimiter(Some(&probe))).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(error.into()),
+        Err(_) => Err(StorageError::NoAnswer(READY_TIMEOUT)),
+    }
+}
+
+/// Adds `PutMode::Update` (compare-and-swap on the ETag) to a store that lacks it, by serialising writes to
+/// each path inside this process: lock the path, `head` it, compare the ETag, then overwrite.
+///
+/// **Correct for ONE process only.** Another process writing the same files is not excluded, so
+/// deployments with several instances must use a store with a native compare-and-swap (S3, GCS, Azure);
+/// see [`supports_cas_natively`]. This is what LocalFileSystem needs: it implements `Create` (atomic hard
+/// link) but returns `NotImplemented` for `Update`, and upstream will not add it (it needs file locking).
+///
+/// Every `put_opts` on a path (Overwrite and Create too) and every copy or rename onto it takes the path's
+/// lock, so nothing this process writes can slip between an Update's check and its write. Deletes are not
+/// serialised: never delete an object that is updated by compare-and-swap (the marker design keeps
+/// tombstones instead).
+///
+/// LocalFileSystem ETags are `inode-mtime-size`, not content hashes: a rewrite with the same bytes still
+/// changes the ETag, and in theory an ETag can recur (inode number reused within one timestamp tick with
+/// the same size), which would let a very stale writer pass. Put a unique commit id in the marker body.
+#[derive(Debug)]
+pub struct SerializedUpdates<S> {
+    inner: S,
+    locks: PathLocks,
+}
+
+impl<S: ObjectStore> SerializedUpdates<S> {
+    pub fn new(inner: S) -> Self {
+        Self { inner, locks: PathLocks::default() }
+    }
+
+    async fn put_serialized(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        let _held = self.locks.lock(location).await;
+        let PutOptions { mode, tags, attributes, extensions } = opts;
+        let mode = match mode {
+            PutMode::Update(expected) => {
+                self.check_version(location, expected).await?;
+                PutMode::Overwrite
+            }
+            other => other,
+        };
+        self.inner.put_opts(location, payload, PutOptions { mode, tags, attributes, extensions }).await
+    }
+
+    /// `Precondition` unless the object exists with the expected ETag (a missing object is a
+    /// `Precondition` too, as on S3 and InMemory).
+    async fn check_version(&self, location: &Path, expected: UpdateVersion) -> object_store::Result<()> {
+        let Some(expected) = expected.e_tag else {
+            return Err(object_store::Error::Generic {
+                store: "SerializedUpdates",
+                source: "PutMode::Update needs an e_tag".into(),
+            });
+        };
+        let precondition =
+            |why: String| object_store::Error::Precondition { path: location.to_string(), source: why.into() };
+        match self.inner.head(location).await {
+            Ok(meta) if meta.e_tag.as_deref() == Some(expected.as_str()) => Ok(()),
+            Ok(meta) => Err(precondition(format!("ETag {:?} does not match {expected}", meta.e_tag))),
+            Err(object_store::Error::NotFound { .. }) => Err(precondition(format!("{location} does not exist"))),
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn copy_serialized(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+        let _held = self.locks.lock(to).await;
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_serialized(&self, from: &Path, to: &Path, options: RenameOptions) -> object_store::Result<()> {
+        let _held = self.locks.lock(to).await;
+        self.inner.rename_opts(from, to, options).await
+    }
+}
+
+impl<S: fmt::Display> fmt::Display for SerializedUpdates<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SerializedUpdates({})", self.inner)
+    }
+}
+
+/// What `#[async_trait]` turns an `async fn` of `ObjectStore` into (written out to avoid the dependency).
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = object_store::Result<T>> + Send + 'a>>;
+
+impl<S: ObjectStore> ObjectStore for SerializedUpdates<S> {
+    fn put_opts<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        location: &'life1 Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> BoxFuture<'async_trait, PutResult>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(self.put_serialized(location, payload, opts))
+    }
+
+    fn put_multipart_opts<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        location: &'life1 Path,
+        opts: PutMultipartOptions,
+    ) -> BoxFuture<'async_trait, Box<dyn MultipartUpload>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.inner.put_multipart_opts(location, opts)
+    }
+
+    fn get_opts<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        location: &'life1 Path,
+        options: GetOptions,
+    ) -> BoxFuture<'async_trait, GetResult>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.inner.get_opts(location, options)
+    }
+
+    fn get_ranges<'life0, 'life1, 'life2, 'async_trait>(
+        &'life0 self,
+        location: &'life1 Path,
+        ranges: &'life2 [Range<u64>],
+    ) -> BoxFuture<'async_trait, Vec<Bytes>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        'life2: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.inner.get_ranges(location, ranges)
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    fn list_with_delimiter<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        prefix: Option<&'life1 Path>,
+    ) -> BoxFuture<'async_trait, ListResult>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.inner.list_with_delimiter(prefix)
+    }
+
+    fn copy_opts<'life0, 'life1, 'life2, 'async_trait>(
+        &'life0 self,
+        from: &'life1 Path,
+        to: &'life2 Path,
+        options: CopyOptions,
+    ) -> BoxFuture<'async_trait, ()>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        'life2: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(self.copy_serialized(from, to, options))
+    }
+
+    fn rename_opts<'life0, 'life1, 'life2, 'async_trait>(
+        &'life0 self,
+        from: &'life1 Path,
+        to: &'life2 Path,
+        options: RenameOptions,
+    ) -> BoxFuture<'async_trait, ()>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        'life2: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(self.rename_serialized(from, to, options))
+    }
+}
+
+/// One async mutex per path, created on first use and forgotten once nobody holds or awaits it.
+///
+/// The map holds `Weak`s, so a path's mutex lives exactly as long as someone holds or waits for it; the
+/// last guard removes its entry, and a sweep on growth catches entries of cancelled waiters.
+#[derive(Debug, Default)]
+struct PathLocks {
+    map: Arc<Mutex<LockMap>>,
+}
+
+#[derive(Debug, Default)]
+struct LockMap {
+    locks: HashMap<Path, Weak<tokio::sync::Mutex<()>>>,
+    /// Size at which to drop dead entries next; doubles with the live set so sweeps stay amortised O(1).
+    sweep_at: usize,
+}
+
+impl PathLocks {
+    async fn lock(&self, path: &Path) -> PathGuard {
+        let mutex = {
+            let mut map = self.map.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            match map.locks.get(path).and_then(Weak::upgrade) {
+                Some(mutex) => mutex,
+                None => {
+                    let mutex = Arc::new(tokio::sync::Mutex::new(()));
+                    map.locks.insert(path.clone(), Arc::downgrade(&mutex));
+                    if map.locks.len() > map.sweep_at {
+                        map.locks.retain(|_, lock| lock.strong_count() > 0);
+                        map.sweep_at = (map.locks.len() * 2).max(64);
+                    }
+                    mutex
+                }
+            }
+        };
+        let guard = mutex.lock_owned().await;
+        PathGuard { map: self.map.clone(), path: path.clone(), guard: Some(guard) }
+    }
+}
+
+struct PathGuard {
+    map: Arc<Mutex<LockMap>>,
+    path: Path,
+    guard: Option<OwnedMutexGuard<()>>,
+}
+
+impl Drop for PathGuard {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        let mut map = self.map.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if map.locks.get(&self.path).is_some_and(|lock| lock.strong_count() == 0) {
+            map.locks.remove(&self.path);
+        }
     }
 }
 
@@ -47,19 +409,118 @@ pub async fn check_ready(store: &dyn ObjectStore) -> Result<(), StorageError> {
 mod tests {
     use super::*;
 
+    fn no_options() -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+
     #[tokio::test]
     async fn opens_supported_urls() {
         let dir = tempfile::tempdir().unwrap();
-        let store = open(&format!("file://{}/nested", dir.path().display())).unwrap();
+        let store = open(&format!("file://{}/nested", dir.path().display()), &no_options()).unwrap();
         check_ready(store.as_ref()).await.unwrap();
         assert!(dir.path().join("nested").is_dir());
-        check_ready(open("memory://").unwrap().as_ref()).await.unwrap();
+        check_ready(open("memory://", &no_options()).unwrap().as_ref()).await.unwrap();
     }
 
     #[test]
     fn rejects_other_urls() {
-        for url in ["file://relative", "ftp://x", "s4://bucket", ""] {
-            assert!(matches!(open(url), Err(StorageError::UnsupportedUrl(_))), "{url}");
+        for url in ["file://relative", "ftp://x", "s4://bucket", "", "http://example.com/x", "s3://", "s3:///x"] {
+            assert!(matches!(open(url, &no_options()), Err(StorageError::UnsupportedUrl(_))), "{url}");
         }
+    }
+
+    #[test]
+    fn checks_options() {
+        let options = |key: &str| BTreeMap::from([(key.to_string(), "x".to_string())]);
+        assert!(matches!(open("memory://", &options("endpoint")), Err(StorageError::OptionsNotApplicable { .. })));
+        assert!(matches!(
+            open("s3://bucket", &options("endpiont")),
+            Err(StorageError::UnknownOption { key, .. }) if key == "endpiont"
+        ));
+        // Building a cloud store does no I/O, so this only checks that the options are accepted.
+        let s3 = BTreeMap::from([
+            ("endpoint".to_string(), "http://127.0.0.1:1".to_string()),
+            ("AWS_REGION".to_string(), "us-east-1".to_string()),
+            ("allow_http".to_string(), "true".to_string()),
+        ]);
+        open("s3://bucket/some/prefix", &s3).unwrap();
+        assert!(supports_cas_natively("s3://bucket") && supports_cas_natively("memory://"));
+        assert!(!supports_cas_natively("file:///tmp/x"));
+    }
+
+    /// A store with native `Update` and one given it by [`SerializedUpdates`] behave alike.
+    async fn compare_and_swap_semantics(store: Arc<dyn ObjectStore>) {
+        let path = Path::from("r/marker.json");
+        let create = PutOptions::from(PutMode::Create);
+        let update = |version: UpdateVersion| PutOptions::from(PutMode::Update(version));
+
+        let first = store.put_opts(&path, "one".into(), create.clone()).await.unwrap();
+        let again = store.put_opts(&path, "two".into(), create.clone()).await;
+        assert!(matches!(again, Err(object_store::Error::AlreadyExists { .. })), "{again:?}");
+
+        let second = store.put_opts(&path, "two".into(), update(first.clone().into())).await.unwrap();
+        assert_ne!(second.e_tag, first.e_tag);
+        assert_eq!(store.get(&path).await.unwrap().bytes().await.unwrap(), "two");
+
+        let stale = store.put_opts(&path, "three".into(), update(first.into())).await;
+        assert!(matches!(stale, Err(object_store::Error::Precondition { .. })), "{stale:?}");
+        assert_eq!(store.get(&path).await.unwrap().bytes().await.unwrap(), "two");
+
+        let missing = store.put_opts(&Path::from("r/none"), "x".into(), update(second.clone().into())).await;
+        assert!(matches!(missing, Err(object_store::Error::Precondition { .. })), "{missing:?}");
+
+        let mut writers = tokio::task::JoinSet::new();
+        for i in 0..8 {
+            let (store, path, version) = (store.clone(), path.clone(), UpdateVersion::from(second.clone()));
+            writers.spawn(async move { store.put_opts(&path, format!("w{i}").into(), update(version)).await });
+        }
+        let (mut won, mut lost) = (0, 0);
+        while let Some(result) = writers.join_next().await {
+            match result.unwrap() {
+                Ok(_) => won += 1,
+                Err(object_store::Error::Precondition { .. }) => lost += 1,
+                Err(other) => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!((won, lost), (1, 7));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn serialized_updates_give_local_disk_compare_and_swap() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+        let update = PutOptions::from(PutMode::Update(UpdateVersion { e_tag: Some("\"x\"".into()), version: None }));
+        let bare = local.put_opts(&Path::from("a"), "x".into(), update).await;
+        assert!(matches!(bare, Err(object_store::Error::NotImplemented { .. })), "{bare:?}");
+        compare_and_swap_semantics(Arc::new(SerializedUpdates::new(local))).await;
+        let opened = open(&format!("file://{}/opened", dir.path().display()), &no_options()).unwrap();
+        compare_and_swap_semantics(opened).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn memory_store_has_the_same_semantics_natively() {
+        compare_and_swap_semantics(open("memory://", &no_options()).unwrap()).await;
+    }
+
+    #[tokio::test]
+    async fn path_locks_are_forgotten_when_released() {
+        let locks = PathLocks::default();
+        let held = locks.lock(&Path::from("a")).await;
+        let other = locks.lock(&Path::from("b")).await;
+        assert_eq!(locks.map.lock().unwrap().locks.len(), 2);
+        drop(held);
+        drop(other);
+        assert!(locks.map.lock().unwrap().locks.is_empty());
+
+        // A waiter cancelled while another holds the lock leaves a dead entry; the next growth sweeps it.
+        let held = locks.lock(&Path::from("a")).await;
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(10), locks.lock(&Path::from("a"))).await.is_err()
+        );
+        drop(held);
+        for i in 0..100 {
+            drop(locks.lock(&Path::from(format!("p{i}"))).await);
+        }
+        assert!(locks.map.lock().unwrap().locks.is_empty());
     }
 }

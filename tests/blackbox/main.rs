@@ -4,3 +4,4 @@ mod auth;
 mod cli;
 mod startup;
 mod support;
+mod v2;

@@ -159,24 +159,58 @@ pub struct Reply {
     pub status: u16,
     pub headers: reqwest::header::HeaderMap,
     pub body: String,
+    pub bytes: Vec<u8>,
 }
 
 impl Reply {
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
+
+    pub fn etag(&self) -> String {
+        self.headers.get("etag").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default()
+    }
 }
 
 impl Client {
     pub async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
-        let mut request = self.http.get(format!("{}{path}", self.base));
+        self.send(self.http.get(self.url(path)), headers).await
+    }
+
+    pub async fn delete(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        self.send(self.http.delete(self.url(path)), headers).await
+    }
+
+    pub async fn put_empty(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        self.send(self.http.put(self.url(path)), headers).await
+    }
+
+    pub async fn post(&self, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+        self.send(self.http.post(self.url(path)).body(body.to_string()), headers).await
+    }
+
+    /// PUT a multipart body: one part per file, the part's filename = path.
+    pub async fn put_files(&self, path: &str, headers: &[(&str, &str)], files: &[(&str, &[u8])]) -> Reply {
+        let mut form = reqwest::multipart::Form::new();
+        for (name, content) in files {
+            form = form.part("file", reqwest::multipart::Part::bytes(content.to_vec()).file_name(name.to_string()));
+        }
+        self.send(self.http.put(self.url(path)).multipart(form), headers).await
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn send(&self, mut request: reqwest::RequestBuilder, headers: &[(&str, &str)]) -> Reply {
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
         let response = request.send().await.expect("request");
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let body = response.text().await.expect("body");
-        Reply { status, headers, body }
+        let bytes = response.bytes().await.expect("body").to_vec();
+        let body = String::from_utf8_lossy(&bytes).into_owned();
+        Reply { status, headers, body, bytes }
     }
 }

@@ -51,7 +51,7 @@ pub struct ResourceInfo {
 }
 
 /// A problem a handler found, optionally about one file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,

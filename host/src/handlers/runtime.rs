@@ -475,10 +475,7 @@ fn engine_config(limits: &RuntimeLimits, pooling: bool) -> Config {
             .total_memories(calls * 2)
             .total_tables(calls * 4)
             .total_stacks(calls)
-            .max_memory_size(usize::try_from(limits.memory_limit_bytes).unwrap_or(usize::MAX))
-            // Keep a little of each slot resident so reuse skips page faults.
-            .linear_memory_keep_resident(1 << 20)
-            .table_keep_resident(64 << 10);
+            .max_memory_size(usize::try_from(limits.memory_limit_bytes).unwrap_or(usize::MAX));
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     config

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::auth::AuthError;
 use crate::buckets::InvalidBucket;
+use crate::folders::FolderError;
 use crate::handlers::HandlerError;
 use crate::resource_url::UrlError;
 use crate::storage::StorageError;
@@ -72,6 +73,27 @@ impl From<HandlerError> for ApiError {
             _ if error.caused_by_input() => StatusCode::BAD_REQUEST,
             crate::handlers::HandlerErrorKind::TimedOut { .. } => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        Self::new(status, error.to_string())
+    }
+}
+
+impl From<FolderError> for ApiError {
+    fn from(error: FolderError) -> Self {
+        let status = match &error {
+            FolderError::NotFound(url) => return Self::not_found(url),
+            FolderError::Handler(handler) => return Self::from(handler.clone()),
+            FolderError::BadRequest(_) | FolderError::Invalid { .. } | FolderError::TooManyFiles { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+            FolderError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            FolderError::Precondition(_) => StatusCode::PRECONDITION_FAILED,
+            FolderError::FolderNotEmpty(_) | FolderError::Conflict(_) => StatusCode::CONFLICT,
+            FolderError::Lock(_) => StatusCode::SERVICE_UNAVAILABLE,
+            FolderError::Storage(storage) => {
+                tracing::error!(error = %storage, "storage error");
+                return Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Storage error");
+            }
         };
         Self::new(status, error.to_string())
     }

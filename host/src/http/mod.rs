@@ -3,18 +3,21 @@
 pub mod error;
 pub mod extract;
 mod routes;
+mod v2;
 
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::http::header;
-use axum::routing::get;
+use axum::routing::{get, post};
 use object_store::ObjectStore;
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::trace::TraceLayer;
 
 use crate::auth::Authenticator;
 use crate::buckets::BucketCodec;
+use crate::folders::FolderEngine;
 use crate::handlers::HandlerRegistry;
 
 /// Shared by every request: cheap to clone.
@@ -29,6 +32,7 @@ pub struct Services {
     pub buckets: BucketCodec,
     pub handlers: HandlerRegistry,
     pub store: Arc<dyn ObjectStore>,
+    pub folders: Arc<FolderEngine>,
 }
 
 impl AppState {
@@ -51,6 +55,10 @@ impl AppState {
     pub fn store(&self) -> &Arc<dyn ObjectStore> {
         &self.inner.store
     }
+
+    pub fn folders(&self) -> &FolderEngine {
+        &self.inner.folders
+    }
 }
 
 /// All routes, with CORS (DIAL answers every origin and exposes its headers,
@@ -67,6 +75,10 @@ pub fn router(state: AppState) -> Router {
         .route("/ready", get(routes::ready))
         .route("/v1/bucket", get(routes::bucket))
         .route("/v1/ops/handlers", get(routes::list_handlers))
+        .route("/v2/metadata/{*path}", get(v2::metadata))
+        .route("/v2/ops/{group}/restore", post(v2::restore))
+        // Uploads are limited by the engine while streaming, per type.
+        .route("/v2/{*path}", get(v2::get).put(v2::put).delete(v2::delete).layer(DefaultBodyLimit::disable()))
         .fallback(routes::not_found)
         .layer(cors)
         .layer(TraceLayer::new_for_http())

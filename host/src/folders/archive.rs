@@ -1,0 +1,114 @@
+//! The ZIP of a resource version, streamed.
+//!
+//! The `zip` crate writes synchronously, so the archive is built on a
+//! blocking thread that pulls each file from the store chunk by chunk and
+//! pushes output through a bounded channel to the HTTP body. Memory stays
+//! at a few chunks whatever the resource size; a client that goes away
+//! closes the channel and stops the thread.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
+use tokio::runtime::Handle;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use zip::CompressionMethod;
+use zip::write::{SimpleFileOptions, ZipWriter};
+
+use super::layout::NodePaths;
+use super::marker::ResourceMarker;
+
+/// Output is sent in chunks of about this size…
+const CHUNK_BYTES: usize = 64 << 10;
+/// …with at most this many in flight.
+const CHANNEL_CHUNKS: usize = 4;
+
+/// A stream of ZIP bytes for the marker's current version (marker excluded).
+pub fn stream_zip(
+    store: Arc<dyn ObjectStore>,
+    paths: NodePaths,
+    marker: ResourceMarker,
+) -> ReceiverStream<Result<Bytes, std::io::Error>> {
+    let (sender, receiver) = mpsc::channel(CHANNEL_CHUNKS);
+    let handle = Handle::current();
+    tokio::task::spawn_blocking(move || {
+        let errors = sender.clone();
+        if let Err(error) = write_zip(&handle, store.as_ref(), &paths, &marker, sender) {
+            // The client may already be gone; then nobody hears this.
+            tracing::warn!(%error, "streaming a resource archive failed");
+            let _ = errors.blocking_send(Err(error));
+        }
+    });
+    ReceiverStream::new(receiver)
+}
+
+fn write_zip(
+    handle: &Handle,
+    store: &dyn ObjectStore,
+    paths: &NodePaths,
+    marker: &ResourceMarker,
+    sender: mpsc::Sender<Result<Bytes, std::io::Error>>,
+) -> std::io::Result<()> {
+    let mut zip = ZipWriter::new_stream(ChannelWriter { sender, buffer: BytesMut::with_capacity(CHUNK_BYTES) });
+    for (path, record) in &marker.files {
+        let options = SimpleFileOptions::default()
+            .compression_method(compression_for(path))
+            .large_file(record.size >= u32::MAX as u64);
+        zip.start_file(path.as_str(), options).map_err(std::io::Error::other)?;
+        let object = paths.file(&marker.current_version, path);
+        let mut chunks = handle.block_on(store.get(&object)).map_err(std::io::Error::other)?.into_stream();
+        while let Some(chunk) = handle.block_on(chunks.next()) {
+            zip.write_all(&chunk.map_err(std::io::Error::other)?)?;
+        }
+    }
+    let mut writer = zip.finish().map_err(std::io::Error::other)?.into_inner();
+    writer.flush()
+}
+
+/// Already-compressed formats are stored; text is deflated.
+fn compression_for(path: &str) -> CompressionMethod {
+    const STORED: &[&str] = &[
+        "png", "jpg", "jpeg", "gif", "webp", "zip", "gz", "tgz", "bz2", "xz", "zst", "7z", "pdf", "mp3", "mp4", "woff",
+        "woff2",
+    ];
+    let extension = path.rsplit_once('.').map(|(_, ext)| ext.to_ascii_lowercase());
+    match extension {
+        Some(ext) if STORED.contains(&ext.as_str()) => CompressionMethod::Stored,
+        _ => CompressionMethod::Deflated,
+    }
+}
+
+/// `Write` into the bounded channel, in chunks.
+struct ChannelWriter {
+    sender: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    buffer: BytesMut,
+}
+
+impl ChannelWriter {
+    fn send_buffer(&mut self) -> std::io::Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let chunk = self.buffer.split().freeze();
+        self.sender
+            .blocking_send(Ok(chunk))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away"))
+    }
+}
+
+impl Write for ChannelWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.buffer.extend_from_slice(bytes);
+        if self.buffer.len() >= CHUNK_BYTES {
+            self.send_buffer()?;
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send_buffer()
+    }
+}

@@ -1,0 +1,977 @@
+//! Every v2 operation. The pattern of each mutation:
+//!
+//! 1. check names and structure (nothing written yet);
+//! 2. journal the versions that may become garbage ([`GcJournal`]);
+//! 3. write new bytes under a fresh `v/<version>/` prefix nobody else uses;
+//! 4. let the handler validate the new file set and build the metadata;
+//! 5. under the lock, re-read the marker, check the conditions, and commit
+//!    with a conditional write of the marker (the etag is the fencing token);
+//! 6. publish the change event.
+//!
+//! A failure anywhere before step 5 leaves the old marker in place; the
+//! journal lets the sweep remove what step 3 wrote.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use md5::{Digest, Md5};
+use object_store::buffered::BufWriter;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use serde::Serialize;
+use tokio::io::AsyncWriteExt;
+
+use super::gc::GcJournal;
+use super::layout::{NodePaths, decode_part};
+use super::marker::{FileRecord, FolderMarker, MarkerState, ResourceMarker, SCHEMA_VERSION, aggregate_etag, hex};
+use super::names::{NameError, check_file_path, check_node_segments};
+use crate::buckets::BucketLocation;
+use crate::config::{FoldersConfig, TypeSettings};
+use crate::etag::{PreconditionFailed, Preconditions};
+use crate::events::{EventAction, EventBus, ResourceEvent};
+use crate::handlers::files::ReadFuture;
+use crate::handlers::{
+    FileEntry, FileSource, Handler, HandlerError, Mutation, Problem, ReadError, ResourceInfo, Verdict,
+};
+use crate::locks::{LockError, LockGuard, LockService};
+use crate::resource_url::{ResourceUrl, UrlError};
+
+/// Buffer of one streamed upload before it becomes a multipart upload.
+const UPLOAD_BUFFER_BYTES: usize = 8 << 20;
+
+/// Limits of one resource type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FolderLimits {
+    pub max_file_bytes: u64,
+    pub max_files: u32,
+    pub max_total_bytes: u64,
+}
+
+impl FolderLimits {
+    /// Host defaults, then what the handler asks for, then the per-type
+    /// configuration (the operator has the last word).
+    pub fn resolve(defaults: &FoldersConfig, handler: &Handler, settings: Option<&TypeSettings>) -> Self {
+        let asked = &handler.description().limits;
+        let configured = settings.cloned().unwrap_or_default();
+        Self {
+            max_file_bytes: configured.max_file_bytes.or(asked.max_file_bytes).unwrap_or(defaults.max_file_bytes),
+            max_files: configured.max_files.or(asked.max_files).unwrap_or(defaults.max_files),
+            max_total_bytes: configured.max_total_bytes.or(asked.max_total_bytes).unwrap_or(defaults.max_total_bytes),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FolderError {
+    #[error("Not found: {0}")]
+    NotFound(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("Invalid {type_name}: {}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Invalid { type_name: String, problems: Vec<Problem> },
+    #[error("Too many files: the limit is {limit} per resource")]
+    TooManyFiles { limit: u32 },
+    #[error("{0}")]
+    TooLarge(String),
+    #[error(transparent)]
+    Precondition(#[from] PreconditionFailed),
+    #[error("Folder is not empty: {0}")]
+    FolderNotEmpty(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Handler(#[from] HandlerError),
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error("storage error: {0}")]
+    Storage(#[from] object_store::Error),
+}
+
+impl From<UrlError> for FolderError {
+    fn from(error: UrlError) -> Self {
+        Self::BadRequest(error.to_string())
+    }
+}
+
+impl From<NameError> for FolderError {
+    fn from(error: NameError) -> Self {
+        Self::BadRequest(error.to_string())
+    }
+}
+
+/// A v2 node a request addresses: its URL, the bucket it lives in, and
+/// where that puts it in the store.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub url: ResourceUrl,
+    pub location: BucketLocation,
+    paths: NodePaths,
+}
+
+impl Node {
+    /// Checks reserved names and the storage-path limit.
+    pub fn new(url: ResourceUrl, location: BucketLocation) -> Result<Self, FolderError> {
+        check_node_segments(url.segments())?;
+        url.storage_path(&location.to_string())?;
+        let paths = NodePaths::new(&url, &location);
+        Ok(Self { url, location, paths })
+    }
+
+    pub fn paths(&self) -> &NodePaths {
+        &self.paths
+    }
+
+    /// The URL of this node as a resource (no trailing slash).
+    fn item_url(&self) -> String {
+        let mut url = self.url.to_string();
+        if url.ends_with('/') && !self.url.is_bucket_root() {
+            url.pop();
+        }
+        url
+    }
+
+    fn bucket_lock_key(&self) -> String {
+        format!("bucket:{}{}", self.location, self.url.group())
+    }
+
+    fn resource_lock_key(&self) -> String {
+        format!("resource:{}", self.paths.base())
+    }
+
+    fn ancestors(&self) -> Vec<Node> {
+        let mut ancestors = Vec::new();
+        let mut current = self.url.parent();
+        while let Some(url) = current {
+            if url.is_bucket_root() {
+                break;
+            }
+            current = url.parent();
+            let paths = NodePaths::new(&url, &self.location);
+            ancestors.push(Node { url, location: self.location.clone(), paths });
+        }
+        ancestors.reverse();
+        ancestors
+    }
+
+    fn resource_info(&self) -> ResourceInfo {
+        ResourceInfo { name: self.url.name().unwrap_or_default().to_string(), path: self.url.decoded_path() }
+    }
+}
+
+/// A marker as read, with the token a conditional write needs.
+struct ReadMarker<T> {
+    marker: T,
+    version: UpdateVersion,
+}
+
+/// Files being written for a new version, before the commit.
+pub struct Staging {
+    node: Node,
+    version: String,
+    files: BTreeMap<String, FileRecord>,
+    limits: FolderLimits,
+    started: Instant,
+    store: Arc<dyn ObjectStore>,
+}
+
+impl Staging {
+    /// Streams one file into the new version, enforcing the limits as bytes
+    /// arrive. On error the partial bytes stay for the sweep.
+    pub async fn add_file<S, E>(&mut self, path: &str, body: S) -> Result<(), FolderError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        check_file_path(path)?;
+        if self.files.contains_key(path) {
+            return Err(FolderError::BadRequest(format!("File '{path}' appears twice in the upload")));
+        }
+        if self.files.len() >= self.limits.max_files as usize {
+            return Err(FolderError::TooManyFiles { limit: self.limits.max_files });
+        }
+        let already = self.files.values().map(|f| f.size).sum::<u64>();
+        let record =
+            write_streamed(&self.store, self.node.paths.file(&self.version, path), body, path, &self.limits, already)
+                .await?;
+        self.files.insert(path.to_string(), record);
+        Ok(())
+    }
+
+    pub fn file_count(&self) -> usize {
+        self.files.len()
+    }
+}
+
+/// Streams `body` to `target`, hashing and counting; enforces the per-file
+/// and per-resource byte limits while streaming.
+async fn write_streamed<S, E>(
+    store: &Arc<dyn ObjectStore>,
+    target: Path,
+    mut body: S,
+    path: &str,
+    limits: &FolderLimits,
+    bytes_before: u64,
+) -> Result<FileRecord, FolderError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let mut writer = BufWriter::with_capacity(store.clone(), target, UPLOAD_BUFFER_BYTES);
+    let mut hasher = Md5::new();
+    let mut size = 0u64;
+    let streamed: Result<(), FolderError> = async {
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| FolderError::BadRequest(format!("Failed to read the upload: {e}")))?;
+            size += chunk.len() as u64;
+            if size > limits.max_file_bytes {
+                return Err(FolderError::TooLarge(format!(
+                    "File '{path}' exceeds the limit of {} bytes per file",
+                    limits.max_file_bytes
+                )));
+            }
+            if bytes_before + size > limits.max_total_bytes {
+                return Err(FolderError::TooLarge(format!(
+                    "The resource exceeds the limit of {} bytes in total",
+                    limits.max_total_bytes
+                )));
+            }
+            hasher.update(&chunk);
+            writer.put(chunk).await?;
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(error) = streamed {
+        // Parts already uploaded are cancelled; anything else is the sweep's.
+        let _ = writer.abort().await;
+        return Err(error);
+    }
+    // After a failed shutdown the writer cannot be aborted; the journal
+    // entry written before staging covers what it left.
+    writer.shutdown().await.map_err(io_to_storage)?;
+    Ok(FileRecord { etag: hex(&hasher.finalize()), size })
+}
+
+fn io_to_storage(error: std::io::Error) -> FolderError {
+    FolderError::Storage(object_store::Error::Generic { store: "upload", source: Box::new(error) })
+}
+
+/// The result of a committed mutation.
+#[derive(Debug, Clone)]
+pub struct Committed {
+    pub marker: ResourceMarker,
+    pub created: bool,
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listing {
+    pub items: Vec<ListedNode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_token: Option<String>,
+}
+
+/// A child found by a listing.
+#[derive(Debug, Clone)]
+pub enum ListedNode {
+    Resource { url: ResourceUrl, marker: ResourceMarker },
+    Folder { url: ResourceUrl, marker: FolderMarker },
+    File { resource: ResourceUrl, path: String, record: FileRecord },
+    FileDirectory { resource: ResourceUrl, path: String },
+}
+
+impl Serialize for ListedNode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        super::listing_json::node_json(self).serialize(serializer)
+    }
+}
+
+/// The folder engine: one per server, shared by all requests.
+pub struct FolderEngine {
+    store: Arc<dyn ObjectStore>,
+    pub(super) locks: Arc<dyn LockService>,
+    events: Arc<dyn EventBus>,
+    journal: GcJournal,
+    config: FoldersConfig,
+    type_settings: BTreeMap<String, TypeSettings>,
+}
+
+impl FolderEngine {
+    pub fn new(
+        store: Arc<dyn ObjectStore>,
+        locks: Arc<dyn LockService>,
+        events: Arc<dyn EventBus>,
+        config: FoldersConfig,
+        type_settings: BTreeMap<String, TypeSettings>,
+    ) -> Self {
+        let journal = GcJournal::new(store.clone());
+        Self { store, locks, events, journal, config, type_settings }
+    }
+
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    pub fn journal(&self) -> &GcJournal {
+        &self.journal
+    }
+
+    pub fn grace(&self) -> Duration {
+        Duration::from_secs(self.config.grace_seconds)
+    }
+
+    /// A writer slower than this gives up before committing: the sweep may
+    /// consider its version garbage after the full grace period.
+    fn commit_deadline(&self) -> Duration {
+        self.grace() / 2
+    }
+
+    pub fn limits(&self, handler: &Handler) -> FolderLimits {
+        FolderLimits::resolve(&self.config, handler, self.type_settings.get(&handler.description().group))
+    }
+
+    // ----- reads -------------------------------------------------------
+
+    async fn read_resource_marker(&self, node: &Node) -> Result<Option<ReadMarker<ResourceMarker>>, FolderError> {
+        read_json(&self.store, &node.paths.resource_marker()).await
+    }
+
+    async fn read_folder_marker(&self, node: &Node) -> Result<Option<ReadMarker<FolderMarker>>, FolderError> {
+        read_json(&self.store, &node.paths.folder_marker()).await
+    }
+
+    /// The live (ready) marker of a resource.
+    pub async fn live_marker(&self, node: &Node) -> Result<Option<ResourceMarker>, FolderError> {
+        Ok(self.read_resource_marker(node).await?.map(|r| r.marker).filter(ResourceMarker::is_ready))
+    }
+
+    /// The marker of the resource a whole-resource GET addresses; a folder
+    /// there is a 400 (use the listing).
+    pub async fn resource_for_read(&self, node: &Node) -> Result<ResourceMarker, FolderError> {
+        if node.url.is_folder() {
+            return Err(self.folder_read_error(node).await?);
+        }
+        match self.live_marker(node).await? {
+            Some(marker) => Ok(marker),
+            None => Err(self.folder_read_error(node).await?),
+        }
+    }
+
+    async fn folder_read_error(&self, node: &Node) -> Result<FolderError, FolderError> {
+        if node.url.is_bucket_root() || self.read_folder_marker(node).await?.is_some() {
+            return Ok(FolderError::BadRequest(format!(
+                "{} is a folder: list it with /v2/metadata/{}",
+                node.url, node.url
+            )));
+        }
+        Ok(FolderError::NotFound(node.url.to_string()))
+    }
+
+    /// The object holding one file of the current version.
+    pub fn file_path(
+        &self,
+        node: &Node,
+        marker: &ResourceMarker,
+        path: &str,
+    ) -> Result<(Path, FileRecord), FolderError> {
+        let record = marker
+            .files
+            .get(path)
+            .cloned()
+            .ok_or_else(|| FolderError::NotFound(format!("{}/files/{path}", node.item_url())))?;
+        Ok((node.paths.file(&marker.current_version, path), record))
+    }
+
+    // ----- whole-resource writes --------------------------------------
+
+    /// Starts a new version of `node`: journals it, then accepts files.
+    pub async fn stage(
+        &self,
+        node: &Node,
+        handler: &Handler,
+        conditions: &Preconditions,
+    ) -> Result<Staging, FolderError> {
+        if node.url.is_folder() {
+            return Err(FolderError::BadRequest(format!("Folder not allowed: {}", node.url)));
+        }
+        // Fail fast on a create-only request that cannot succeed.
+        let current = self.live_marker(node).await?;
+        conditions.check_write(current.as_ref().map(|m| m.etag.as_str()))?;
+        let version = new_id();
+        self.journal.record(node.paths.base(), Some(&version), &node.bucket_lock_key()).await?;
+        Ok(Staging {
+            node: node.clone(),
+            version,
+            files: BTreeMap::new(),
+            limits: self.limits(handler),
+            started: Instant::now(),
+            store: self.store.clone(),
+        })
+    }
+
+    /// Validates a staged version and commits it as the resource's current one.
+    pub async fn commit(
+        &self,
+        staging: Staging,
+        handler: &Handler,
+        conditions: &Preconditions,
+        author: Option<String>,
+    ) -> Result<Committed, FolderError> {
+        let node = staging.node.clone();
+        let (metadata, warnings) = self.check_with_handler(&node, &staging.version, &staging.files, handler).await?;
+        if staging.started.elapsed() > self.commit_deadline() {
+            return Err(FolderError::Conflict("The upload took too long to commit; retry".into()));
+        }
+        let creating = self.live_marker(&node).await?.is_none();
+        let _locks = self.lock_for(&node, creating).await?;
+        let existing = self.read_resource_marker(&node).await?;
+        let live = existing.as_ref().filter(|r| r.marker.is_ready());
+        if creating && live.is_some() || !creating && live.is_none() {
+            return Err(FolderError::Conflict("The resource changed concurrently; retry".into()));
+        }
+        conditions.check_write(live.map(|r| r.marker.etag.as_str()))?;
+        if creating {
+            self.check_structure_for_create(&node).await?;
+            self.vivify_ancestors(&node, author.as_deref()).await?;
+        }
+        if let Some(previous) = &existing {
+            // The version this commit supersedes becomes garbage after the grace.
+            self.journal
+                .record(node.paths.base(), Some(&previous.marker.current_version), &node.bucket_lock_key())
+                .await?;
+        }
+        let now = now_ms();
+        let marker = ResourceMarker {
+            type_name: handler.description().type_name.clone(),
+            schema_version: SCHEMA_VERSION,
+            state: MarkerState::Ready,
+            current_version: staging.version.clone(),
+            etag: aggregate_etag(&staging.files),
+            created_at: live.map(|r| r.marker.created_at).unwrap_or(now),
+            updated_at: now,
+            author: live.and_then(|r| r.marker.author.clone()).or(author),
+            deleted_at: None,
+            commit_id: new_id(),
+            metadata,
+            warnings,
+            files: staging.files,
+        };
+        self.write_marker(&node, &marker, existing.map(|r| r.version)).await?;
+        let action = if creating { EventAction::Create } else { EventAction::Update };
+        self.publish(action, &node, Some(&marker.etag)).await;
+        Ok(Committed { marker, created: creating })
+    }
+
+    /// Runs the handler on a version's file set: the problems, or the
+    /// marker metadata and the warnings to keep.
+    async fn check_with_handler(
+        &self,
+        node: &Node,
+        version: &str,
+        files: &BTreeMap<String, FileRecord>,
+        handler: &Handler,
+    ) -> Result<(BTreeMap<String, String>, Vec<Problem>), FolderError> {
+        let entries: Vec<FileEntry> =
+            files.iter().map(|(path, record)| FileEntry { path: path.clone(), size: record.size }).collect();
+        let source: Arc<dyn FileSource> = Arc::new(VersionFiles {
+            store: self.store.clone(),
+            paths: node.paths.clone(),
+            version: version.to_string(),
+            files: files.clone(),
+        });
+        let info = node.resource_info();
+        let type_name = handler.description().type_name.clone();
+        let warnings = match handler.validate(&info, &entries, source.clone()).await? {
+            Verdict::Valid { warnings } => warnings,
+            Verdict::Invalid { problems } => return Err(FolderError::Invalid { type_name, problems }),
+        };
+        let metadata = handler
+            .build_marker_metadata(&info, &entries, source)
+            .await?
+            .map_err(|problems| FolderError::Invalid { type_name, problems })?;
+        Ok((metadata, warnings))
+    }
+
+    /// Tombstones a resource; the sweep removes its files after the grace
+    /// period (until then it can be restored).
+    pub async fn delete_resource(&self, node: &Node, conditions: &Preconditions) -> Result<(), FolderError> {
+        let _locks = self.lock_for(node, true).await?;
+        let existing = self.read_resource_marker(node).await?;
+        let Some(current) = existing.filter(|r| r.marker.is_ready()) else {
+            return Err(FolderError::NotFound(node.url.to_string()));
+        };
+        conditions.check_write(Some(&current.marker.etag))?;
+        self.journal.record(node.paths.base(), None, &node.bucket_lock_key()).await?;
+        let mut tombstone = current.marker.clone();
+        let now = now_ms();
+        tombstone.state = MarkerState::Deleting;
+        tombstone.deleted_at = Some(now);
+        tombstone.updated_at = now;
+        tombstone.commit_id = new_id();
+        self.write_marker(node, &tombstone, Some(current.version)).await?;
+        self.publish(EventAction::Delete, node, Some(&tombstone.etag)).await;
+        Ok(())
+    }
+
+    /// Flips a tombstone back to ready within the grace window.
+    pub async fn restore(&self, node: &Node) -> Result<ResourceMarker, FolderError> {
+        let _locks = self.lock_for(node, true).await?;
+        let Some(read) = self.read_resource_marker(node).await? else {
+            return Err(FolderError::NotFound(node.url.to_string()));
+        };
+        if read.marker.is_ready() {
+            return Err(FolderError::BadRequest(format!("{} is not deleted", node.url)));
+        }
+        let deleted_at = read.marker.deleted_at.unwrap_or(0);
+        if now_ms() - deleted_at > self.grace().as_millis() as i64 {
+            return Err(FolderError::NotFound(format!("{} (the restore window has passed)", node.url)));
+        }
+        self.check_structure_for_create(node).await?;
+        self.vivify_ancestors(node, None).await?;
+        let mut restored = read.marker.clone();
+        restored.state = MarkerState::Ready;
+        restored.deleted_at = None;
+        restored.updated_at = now_ms();
+        restored.commit_id = new_id();
+        self.write_marker(node, &restored, Some(read.version)).await?;
+        self.publish(EventAction::Create, node, Some(&restored.etag)).await;
+        Ok(restored)
+    }
+
+    // ----- single-file writes -----------------------------------------
+
+    /// Replaces or adds one file: a new version with the other files copied
+    /// server-side.
+    pub async fn put_file<S, E>(
+        &self,
+        node: &Node,
+        path: &str,
+        body: S,
+        handler: &Handler,
+        conditions: &Preconditions,
+    ) -> Result<Committed, FolderError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        check_file_path(path)?;
+        self.mutate_file(node, path, Mutation::Put, Some(body), handler, conditions).await
+    }
+
+    /// Removes one file (never `SKILL.md` for skills: the handler decides).
+    pub async fn delete_file(
+        &self,
+        node: &Node,
+        path: &str,
+        handler: &Handler,
+        conditions: &Preconditions,
+    ) -> Result<Committed, FolderError> {
+        self.mutate_file::<futures_util::stream::Empty<Result<Bytes, std::io::Error>>, std::io::Error>(
+            node,
+            path,
+            Mutation::Delete,
+            None,
+            handler,
+            conditions,
+        )
+        .await
+    }
+
+    async fn mutate_file<S, E>(
+        &self,
+        node: &Node,
+        path: &str,
+        op: Mutation,
+        body: Option<S>,
+        handler: &Handler,
+        conditions: &Preconditions,
+    ) -> Result<Committed, FolderError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let _lock = self.locks.acquire(&node.resource_lock_key()).await?;
+        let Some(current) = self.read_resource_marker(node).await?.filter(|r| r.marker.is_ready()) else {
+            return Err(FolderError::NotFound(node.url.to_string()));
+        };
+        conditions.check_write(Some(&current.marker.etag))?;
+        if op == Mutation::Delete && !current.marker.files.contains_key(path) {
+            return Err(FolderError::NotFound(format!("{}/files/{path}", node.item_url())));
+        }
+        if let Err(problem) = handler.validate_file_mutation(path, op).await? {
+            let type_name = handler.description().type_name.clone();
+            return Err(FolderError::Invalid { type_name, problems: vec![problem] });
+        }
+        let limits = self.limits(handler);
+        let version = new_id();
+        let base = node.paths.base();
+        self.journal.record(base, Some(&version), &node.bucket_lock_key()).await?;
+
+        let mut files = current.marker.files.clone();
+        files.remove(path);
+        if op == Mutation::Put && files.len() >= limits.max_files as usize {
+            return Err(FolderError::TooManyFiles { limit: limits.max_files });
+        }
+        for file in files.keys() {
+            let from = node.paths.file(&current.marker.current_version, file);
+            self.store.copy(&from, &node.paths.file(&version, file)).await?;
+        }
+        if let Some(body) = body {
+            let before = files.values().map(|f| f.size).sum();
+            let record =
+                write_streamed(&self.store, node.paths.file(&version, path), body, path, &limits, before).await?;
+            files.insert(path.to_string(), record);
+        }
+        let (metadata, warnings) = self.check_with_handler(node, &version, &files, handler).await?;
+        self.journal.record(base, Some(&current.marker.current_version), &node.bucket_lock_key()).await?;
+        let marker = ResourceMarker {
+            current_version: version,
+            etag: aggregate_etag(&files),
+            updated_at: now_ms(),
+            commit_id: new_id(),
+            metadata,
+            warnings,
+            files,
+            ..current.marker.clone()
+        };
+        self.write_marker(node, &marker, Some(current.version)).await?;
+        self.publish(EventAction::Update, node, Some(&marker.etag)).await;
+        Ok(Committed { marker, created: false })
+    }
+
+    // ----- folders ------------------------------------------------------
+
+    /// Creates a DIAL folder (and any missing ancestors).
+    pub async fn create_folder(&self, node: &Node, author: Option<String>) -> Result<FolderMarker, FolderError> {
+        if node.url.is_bucket_root() {
+            return Err(FolderError::BadRequest("The bucket root always exists".into()));
+        }
+        let _lock = self.locks.acquire(&node.bucket_lock_key()).await?;
+        self.check_structure_for_create(node).await?;
+        if self.read_folder_marker(node).await?.is_some() {
+            return Err(FolderError::BadRequest(format!("Folder already exists: {}", node.url)));
+        }
+        self.vivify_ancestors(node, author.as_deref()).await?;
+        let marker = FolderMarker { schema_version: SCHEMA_VERSION, created_at: now_ms(), author };
+        let options = PutOptions { mode: PutMode::Create, ..Default::default() };
+        match self.store.put_opts(&node.paths.folder_marker(), marker.to_json().into(), options).await {
+            Ok(_) => {}
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                return Err(FolderError::BadRequest(format!("Folder already exists: {}", node.url)));
+            }
+            Err(error) => return Err(error.into()),
+        }
+        self.publish(EventAction::Create, node, None).await;
+        Ok(marker)
+    }
+
+    /// Deletes an empty DIAL folder; never cascades.
+    pub async fn delete_folder(&self, node: &Node) -> Result<(), FolderError> {
+        let _lock = self.locks.acquire(&node.bucket_lock_key()).await?;
+        if node.url.is_bucket_root() || self.read_folder_marker(node).await?.is_none() {
+            return Err(FolderError::NotFound(node.url.to_string()));
+        }
+        let listing = self.list_children(node, None, 1).await?;
+        if !listing.items.is_empty() {
+            return Err(FolderError::FolderNotEmpty(node.url.to_string()));
+        }
+        self.store.delete(&node.paths.folder_marker()).await?;
+        self.publish(EventAction::Delete, node, None).await;
+        Ok(())
+    }
+
+    /// No ancestor may be a resource, and the node may be neither a live
+    /// resource nor a folder where the other is asked for.
+    async fn check_structure_for_create(&self, node: &Node) -> Result<(), FolderError> {
+        for ancestor in node.ancestors() {
+            if self.live_marker(&ancestor).await?.is_some() {
+                return Err(FolderError::BadRequest(format!(
+                    "{} is inside the resource {}: resources cannot contain resources or folders",
+                    node.url,
+                    ancestor.item_url()
+                )));
+            }
+        }
+        if node.url.is_folder() {
+            if self.live_marker(node).await?.is_some() {
+                return Err(FolderError::BadRequest(format!("A resource already exists at {}", node.item_url())));
+            }
+        } else if self.read_folder_marker(node).await?.is_some() {
+            return Err(FolderError::BadRequest(format!("A folder already exists at {}/", node.item_url())));
+        }
+        Ok(())
+    }
+
+    /// Missing ancestor folders are created (auto-vivify); emptiness is never
+    /// cascaded back up on delete.
+    async fn vivify_ancestors(&self, node: &Node, author: Option<&str>) -> Result<(), FolderError> {
+        for ancestor in node.ancestors() {
+            let marker =
+                FolderMarker { schema_version: SCHEMA_VERSION, created_at: now_ms(), author: author.map(Into::into) };
+            let options = PutOptions { mode: PutMode::Create, ..Default::default() };
+            match self.store.put_opts(&ancestor.paths.folder_marker(), marker.to_json().into(), options).await {
+                Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(())
+    }
+
+    // ----- listings -----------------------------------------------------
+
+    /// Resources and folders directly in `node` (a folder or the bucket
+    /// root), or everything below it with `recursive`. Reads one marker per
+    /// child on the page; never looks inside a resource.
+    pub async fn list(
+        &self,
+        node: &Node,
+        recursive: bool,
+        token: Option<&str>,
+        limit: usize,
+    ) -> Result<Listing, FolderError> {
+        if !node.url.is_bucket_root() && self.read_folder_marker(node).await?.is_none() {
+            return Err(FolderError::NotFound(node.url.to_string()));
+        }
+        if recursive {
+            self.list_recursive(node, token, limit).await
+        } else {
+            self.list_children(node, token, limit).await
+        }
+    }
+
+    async fn list_children(&self, node: &Node, token: Option<&str>, limit: usize) -> Result<Listing, FolderError> {
+        let mut names: Vec<String> = self
+            .store
+            .list_with_delimiter(Some(node.paths.base()))
+            .await?
+            .common_prefixes
+            .iter()
+            .filter_map(|prefix| prefix.parts().next_back().map(|part| decode_part(&part)))
+            .collect();
+        names.sort();
+        let mut items = Vec::new();
+        let mut next_token = None;
+        for name in names.into_iter().filter(|name| token.is_none_or(|t| name.as_str() > t)) {
+            if items.len() == limit {
+                next_token = items.last().map(|_| last_name(&items));
+                break;
+            }
+            if let Some(listed) = self.classify_child(node, &name).await? {
+                items.push(listed);
+            }
+        }
+        Ok(Listing { items, next_token })
+    }
+
+    async fn classify_child(&self, parent: &Node, name: &str) -> Result<Option<ListedNode>, FolderError> {
+        let Ok(url) = parent.url.child(name, false) else { return Ok(None) };
+        let child = Node { paths: parent.paths.child(name), url, location: parent.location.clone() };
+        if let Some(marker) = self.live_marker(&child).await? {
+            return Ok(Some(ListedNode::Resource { url: child.url, marker }));
+        }
+        if let Some(read) = self.read_folder_marker(&child).await? {
+            let url = parent.url.child(name, true)?;
+            return Ok(Some(ListedNode::Folder { url, marker: read.marker }));
+        }
+        Ok(None)
+    }
+
+    /// Every resource below `node`, depth-first in name order; the token is
+    /// the relative path of the last one returned.
+    async fn list_recursive(&self, node: &Node, token: Option<&str>, limit: usize) -> Result<Listing, FolderError> {
+        let mut items = Vec::new();
+        let mut stack = vec![(node.clone(), String::new())];
+        let mut next_token = None;
+        while let Some((folder, prefix)) = stack.pop() {
+            let children = self.list_children(&folder, None, usize::MAX).await?;
+            let mut subfolders = Vec::new();
+            for child in children.items {
+                let (name, is_folder) = match &child {
+                    ListedNode::Resource { url, .. } => (url.name().unwrap_or_default().to_string(), false),
+                    ListedNode::Folder { url, .. } => (url.name().unwrap_or_default().to_string(), true),
+                    _ => continue,
+                };
+                let relative = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+                if is_folder {
+                    subfolders.push((folder_child(&folder, &name)?, relative));
+                    continue;
+                }
+                if token.is_some_and(|t| relative.as_str() <= t) {
+                    continue;
+                }
+                if items.len() == limit {
+                    next_token = Some(last_relative(&items, node));
+                    return Ok(Listing { items, next_token });
+                }
+                items.push(child);
+            }
+            subfolders.reverse();
+            stack.extend(subfolders);
+        }
+        next_token.take();
+        Ok(Listing { items, next_token })
+    }
+
+    /// Files of the current version under `dir` (the resource root when
+    /// empty), from the marker's manifest.
+    pub fn list_files(
+        &self,
+        node: &Node,
+        marker: &ResourceMarker,
+        dir: &str,
+        recursive: bool,
+    ) -> Result<Vec<ListedNode>, FolderError> {
+        let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+        let mut items = Vec::new();
+        let mut directories = std::collections::BTreeSet::new();
+        for (path, record) in marker.files.range(prefix.clone()..) {
+            let Some(rest) = path.strip_prefix(&prefix) else { break };
+            match rest.split_once('/') {
+                Some((subdir, _)) if !recursive => {
+                    directories.insert(format!("{prefix}{subdir}"));
+                }
+                _ => items.push(ListedNode::File {
+                    resource: node.url.clone(),
+                    path: path.clone(),
+                    record: record.clone(),
+                }),
+            }
+        }
+        if items.is_empty() && directories.is_empty() && !dir.is_empty() {
+            return Err(FolderError::NotFound(format!("{}/files/{dir}/", node.item_url())));
+        }
+        let mut nodes: Vec<ListedNode> = directories
+            .into_iter()
+            .map(|path| ListedNode::FileDirectory { resource: node.url.clone(), path })
+            .collect();
+        nodes.extend(items);
+        Ok(nodes)
+    }
+
+    // ----- plumbing -----------------------------------------------------
+
+    /// Structural changes take the bucket lock, content changes the
+    /// resource lock (always in that order).
+    async fn lock_for(&self, node: &Node, structural: bool) -> Result<Vec<LockGuard>, FolderError> {
+        let mut guards = Vec::new();
+        if structural {
+            guards.push(self.locks.acquire(&node.bucket_lock_key()).await?);
+        }
+        guards.push(self.locks.acquire(&node.resource_lock_key()).await?);
+        Ok(guards)
+    }
+
+    /// The commit: a conditional write of the marker. On a lost race the
+    /// marker is re-read: if it carries our commit id, the write landed.
+    async fn write_marker(
+        &self,
+        node: &Node,
+        marker: &ResourceMarker,
+        expected: Option<UpdateVersion>,
+    ) -> Result<(), FolderError> {
+        let mode = match expected {
+            Some(version) => PutMode::Update(version),
+            None => PutMode::Create,
+        };
+        let path = node.paths.resource_marker();
+        let payload = PutPayload::from(marker.to_json());
+        match self.store.put_opts(&path, payload, PutOptions { mode, ..Default::default() }).await {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. }) => {
+                match self.read_resource_marker(node).await? {
+                    Some(read) if read.marker.commit_id == marker.commit_id => Ok(()),
+                    _ => Err(FolderError::Precondition(PreconditionFailed(format!(
+                        "{} was changed by another request; re-read it and retry",
+                        node.url
+                    )))),
+                }
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    async fn publish(&self, action: EventAction, node: &Node, etag: Option<&str>) {
+        let url = if node.url.is_folder() { node.url.to_string() } else { node.item_url() };
+        self.events.publish(ResourceEvent::now(action, url, etag.map(Into::into))).await;
+    }
+}
+
+fn folder_child(folder: &Node, name: &str) -> Result<Node, FolderError> {
+    let url = folder.url.child(name, true)?;
+    Ok(Node { paths: folder.paths.child(name), url, location: folder.location.clone() })
+}
+
+fn last_name(items: &[ListedNode]) -> String {
+    match items.last() {
+        Some(ListedNode::Resource { url, .. } | ListedNode::Folder { url, .. }) => {
+            url.name().unwrap_or_default().into()
+        }
+        _ => String::new(),
+    }
+}
+
+fn last_relative(items: &[ListedNode], root: &Node) -> String {
+    match items.last() {
+        Some(ListedNode::Resource { url, .. }) => url.segments()[root.url.segments().len()..].join("/"),
+        _ => String::new(),
+    }
+}
+
+/// Reads and parses a JSON marker with its conditional-write token.
+async fn read_json<T: serde::de::DeserializeOwned>(
+    store: &Arc<dyn ObjectStore>,
+    path: &Path,
+) -> Result<Option<ReadMarker<T>>, FolderError> {
+    let result = match store.get(path).await {
+        Ok(result) => result,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(error) => return Err(error.into()),
+    };
+    let version = UpdateVersion { e_tag: result.meta.e_tag.clone(), version: result.meta.version.clone() };
+    let bytes = result.bytes().await?;
+    let marker = serde_json::from_slice(&bytes).map_err(|e| {
+        FolderError::Storage(object_store::Error::Generic { store: "marker", source: format!("{path}: {e}").into() })
+    })?;
+    Ok(Some(ReadMarker { marker, version }))
+}
+
+/// The files of one version, for a handler's `files.read`.
+struct VersionFiles {
+    store: Arc<dyn ObjectStore>,
+    paths: NodePaths,
+    version: String,
+    files: BTreeMap<String, FileRecord>,
+}
+
+impl FileSource for VersionFiles {
+    fn read<'a>(&'a self, path: &'a str, offset: u64, len: u32) -> ReadFuture<'a> {
+        Box::pin(async move {
+            let record = self.files.get(path).ok_or(ReadError::NotFound)?;
+            let end = offset.saturating_add(len as u64).min(record.size);
+            if offset >= end {
+                return Ok(Bytes::new());
+            }
+            self.store
+                .get_range(&self.paths.file(&self.version, path), offset..end)
+                .await
+                .map_err(|e| ReadError::Storage(e.to_string()))
+        })
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// A random, sortable-enough, URL- and store-safe id.
+pub fn new_id() -> String {
+    let mut bytes = [0u8; 12];
+    rand::fill(&mut bytes);
+    format!("{:012x}{}", now_ms(), hex(&bytes))
+}

@@ -1,0 +1,161 @@
+//! The markers that make a folder a DIAL resource (`.dial-resource`) or a
+//! DIAL folder (`.dial-folder`), and the aggregate etag.
+//!
+//! A resource marker is the single source of truth for its resource: its
+//! state, the version subtree it points to, the file manifest (so listing
+//! files and building the ZIP never list the object store), the handler's
+//! cached metadata and warnings. Writing it is the commit point of every
+//! mutation.
+
+use std::collections::BTreeMap;
+
+use md5::{Digest, Md5};
+use serde::{Deserialize, Serialize};
+
+use crate::handlers::Problem;
+
+pub const RESOURCE_MARKER: &str = ".dial-resource";
+pub const FOLDER_MARKER: &str = ".dial-folder";
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MarkerState {
+    Ready,
+    /// A tombstone: the resource counts as absent everywhere.
+    Deleting,
+}
+
+/// One file of the current version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRecord {
+    /// MD5 hex of the content: content-derived, so a copy has the same etag.
+    pub etag: String,
+    pub size: u64,
+}
+
+/// The `.dial-resource` document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceMarker {
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub schema_version: u32,
+    pub state: MarkerState,
+    pub current_version: String,
+    /// Aggregate etag of the current file set.
+    pub etag: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_at: Option<i64>,
+    /// Unique per commit: after an ambiguous conditional write the writer
+    /// re-reads the marker and recognises its own commit.
+    pub commit_id: String,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Problem>,
+    /// Relative path → record, sorted.
+    pub files: BTreeMap<String, FileRecord>,
+}
+
+impl ResourceMarker {
+    pub fn is_ready(&self) -> bool {
+        self.state == MarkerState::Ready
+    }
+
+    pub fn total_bytes(&self) -> u64 {
+        self.files.values().map(|f| f.size).sum()
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a marker always serialises")
+    }
+}
+
+/// The `.dial-folder` document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FolderMarker {
+    pub schema_version: u32,
+    pub created_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+}
+
+impl FolderMarker {
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a folder marker always serialises")
+    }
+}
+
+/// MD5 hex of bytes: the etag of one file or JSON document.
+pub fn md5_hex(bytes: &[u8]) -> String {
+    hex(&Md5::digest(bytes))
+}
+
+/// The aggregate etag: MD5 over the sorted `(path, file etag)` pairs, so it
+/// depends on content only (an identical copy has the same one).
+pub fn aggregate_etag(files: &BTreeMap<String, FileRecord>) -> String {
+    let mut hasher = Md5::new();
+    for (path, record) in files {
+        hasher.update(path.as_bytes());
+        hasher.update([0]);
+        hasher.update(record.etag.as_bytes());
+        hasher.update([b'\n']);
+    }
+    hex(&hasher.finalize())
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(pairs: &[(&str, &str)]) -> BTreeMap<String, FileRecord> {
+        pairs.iter().map(|(p, e)| (p.to_string(), FileRecord { etag: e.to_string(), size: 1 })).collect()
+    }
+
+    #[test]
+    fn aggregate_etag_depends_on_paths_and_contents_only() {
+        let a = aggregate_etag(&files(&[("SKILL.md", "aa"), ("x/y", "bb")]));
+        assert_eq!(a, aggregate_etag(&files(&[("x/y", "bb"), ("SKILL.md", "aa")])));
+        assert_ne!(a, aggregate_etag(&files(&[("SKILL.md", "aa"), ("x/y", "bc")])));
+        assert_ne!(a, aggregate_etag(&files(&[("SKILL.md", "aa"), ("x/z", "bb")])));
+        // Path/etag boundaries cannot be shifted to collide.
+        assert_ne!(aggregate_etag(&files(&[("ab", "c")])), aggregate_etag(&files(&[("a", "bc")])));
+        assert_eq!(a.len(), 32);
+    }
+
+    #[test]
+    fn marker_json_round_trip_uses_the_seed_field_names() {
+        let marker = ResourceMarker {
+            type_name: "skill".into(),
+            schema_version: SCHEMA_VERSION,
+            state: MarkerState::Deleting,
+            current_version: "v1".into(),
+            etag: "e".into(),
+            created_at: 1,
+            updated_at: 2,
+            author: Some("alice".into()),
+            deleted_at: Some(3),
+            commit_id: "c".into(),
+            metadata: BTreeMap::from([("name".into(), "x".into())]),
+            warnings: vec![],
+            files: files(&[("SKILL.md", "aa")]),
+        };
+        let json: serde_json::Value = serde_json::from_slice(&marker.to_json()).unwrap();
+        assert_eq!(json["type"], "skill");
+        assert_eq!(json["state"], "deleting");
+        assert_eq!(json["currentVersion"], "v1");
+        assert_eq!(json["deletedAt"], 3);
+        let back: ResourceMarker = serde_json::from_value(json).unwrap();
+        assert_eq!(back, marker);
+    }
+}

@@ -1,0 +1,85 @@
+//! The structural names v2 reserves, and the rules for file paths inside a
+//! resource. Checked before anything is written.
+
+use super::layout::VERSIONS_DIR;
+use super::marker::{FOLDER_MARKER, RESOURCE_MARKER};
+
+/// Segment that separates a resource from a file inside it in URLs.
+pub const FILES_SEGMENT: &str = "files";
+
+/// Names no resource or folder may take.
+const RESERVED_NODE_NAMES: [&str; 4] = [FILES_SEGMENT, VERSIONS_DIR, RESOURCE_MARKER, FOLDER_MARKER];
+
+/// Why a name or file path is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("'{0}' is a reserved name and cannot name a resource or folder")]
+    ReservedNodeName(String),
+    #[error("Invalid file path '{path}': {reason}")]
+    BadFilePath { path: String, reason: &'static str },
+}
+
+/// A resource or folder path: every segment must avoid the reserved names.
+pub fn check_node_segments(segments: &[String]) -> Result<(), NameError> {
+    match segments.iter().find(|s| RESERVED_NODE_NAMES.contains(&s.as_str())) {
+        Some(reserved) => Err(NameError::ReservedNodeName(reserved.clone())),
+        None => Ok(()),
+    }
+}
+
+/// A file path relative to a resource root.
+pub fn check_file_path(path: &str) -> Result<(), NameError> {
+    let bad = |reason| Err(NameError::BadFilePath { path: path.into(), reason });
+    if path.is_empty() {
+        return bad("it is empty");
+    }
+    if path.starts_with('/') {
+        return bad("it must be relative (no leading /)");
+    }
+    if path.contains('\\') {
+        return bad("use / as the separator, not \\");
+    }
+    if path.chars().any(char::is_control) {
+        return bad("it contains control characters");
+    }
+    for segment in path.split('/') {
+        match segment {
+            "" => return bad("it has an empty segment"),
+            "." | ".." => return bad("it has a . or .. segment"),
+            RESOURCE_MARKER | FOLDER_MARKER => return bad("marker names are reserved"),
+            _ => {}
+        }
+    }
+    if path.split('/').next() == Some(VERSIONS_DIR) {
+        return bad("the first segment 'v' is reserved");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_node_names() {
+        let segments = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(check_node_segments(&segments(&["team", "my-skill"])).is_ok());
+        for reserved in ["files", "v", ".dial-resource", ".dial-folder"] {
+            assert_eq!(
+                check_node_segments(&segments(&["team", reserved])),
+                Err(NameError::ReservedNodeName(reserved.into()))
+            );
+        }
+        assert!(check_node_segments(&segments(&["files-and-more", "vv"])).is_ok());
+    }
+
+    #[test]
+    fn file_paths() {
+        for good in ["SKILL.md", "scripts/run.sh", "a/b/c/d.txt", ".hidden", "dir/v/x", "файл.txt"] {
+            assert_eq!(check_file_path(good), Ok(()), "{good}");
+        }
+        for bad in ["", "/abs", "a\\b", "a//b", "a/", "./a", "a/../b", "..", "v/x", "v", "a/.dial-resource", "a\nb"] {
+            assert!(check_file_path(bad).is_err(), "{bad:?} should be refused");
+        }
+    }
+}

@@ -1,0 +1,369 @@
+//! `/v2/{group}/…`: folder resources of every registered handler type.
+//!
+//! Paths are taken raw (still percent-encoded) from the request and parsed by
+//! the one URL parser. Everything before the first `files` segment is the
+//! resource (`files` cannot name a resource, so this is unambiguous).
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{FromRequest, Multipart, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use object_store::ObjectStoreExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::ApiError;
+use crate::access::{self, Permission};
+use crate::auth::Caller;
+use crate::etag::Preconditions;
+use crate::folders::archive::stream_zip;
+use crate::folders::listing_json::{node_json, resource_json};
+use crate::folders::marker::md5_hex;
+use crate::folders::names::FILES_SEGMENT;
+use crate::folders::{FolderEngine, Node};
+use crate::handlers::Handler;
+use crate::resource_url::{Intent, ResourceUrl};
+
+const DEFAULT_LIMIT: usize = 100;
+const MAX_LIMIT: usize = 1000;
+
+/// A v2 request path, resolved: the node, its handler, and the file path
+/// inside the resource when the URL goes through `/files/`.
+struct Target {
+    node: Node,
+    handler: Handler,
+    file: Option<String>,
+}
+
+/// Parses `<group>/<bucket>/<path>[/files/<file>]` (raw) and checks access.
+fn resolve(
+    state: &AppState,
+    caller: &Caller,
+    raw: &str,
+    intent: Intent,
+    permission: Permission,
+) -> Result<Target, ApiError> {
+    let (resource_raw, file_raw) = split_files(raw);
+    let url = ResourceUrl::parse(resource_raw, intent)?;
+    let handler =
+        state.handlers().get(url.group()).cloned().ok_or_else(|| ApiError::not_found(&format!("/v2/{raw}")))?;
+    let location = state.buckets().decode(url.bucket())?;
+    if !access::allows(caller, &location, permission) {
+        return Err(ApiError::forbidden(raw));
+    }
+    let file = match file_raw {
+        Some(raw_file) => Some(decode_file_path(raw_file)?),
+        None => None,
+    };
+    let node = Node::new(url, location)?;
+    Ok(Target { node, handler, file })
+}
+
+/// Splits at the first `files` segment after `<group>/<bucket>/`.
+fn split_files(raw: &str) -> (&str, Option<&str>) {
+    let mut offset: usize = 0;
+    for (index, segment) in raw.split('/').enumerate() {
+        if index >= 3 && segment == FILES_SEGMENT {
+            // `offset` points at this segment; the resource ends before its `/`.
+            let resource = &raw[..offset.saturating_sub(1)];
+            let rest = &raw[(offset + segment.len()).min(raw.len())..];
+            return (resource, Some(rest.strip_prefix('/').unwrap_or(rest)));
+        }
+        offset += segment.len() + 1;
+    }
+    (raw, None)
+}
+
+fn decode_file_path(raw: &str) -> Result<String, ApiError> {
+    let trimmed = raw.strip_suffix('/').unwrap_or(raw);
+    let mut segments = Vec::new();
+    for segment in trimmed.split('/').filter(|s| !trimmed.is_empty() || !s.is_empty()) {
+        let decoded = percent_encoding::percent_decode_str(segment)
+            .decode_utf8()
+            .map_err(|_| ApiError::bad_request(format!("Invalid file path: {raw}")))?;
+        segments.push(decoded.into_owned());
+    }
+    Ok(segments.join("/"))
+}
+
+fn raw_path<'a>(uri: &'a Uri, prefix: &str) -> &'a str {
+    uri.path().strip_prefix(prefix).unwrap_or_default()
+}
+
+fn author(caller: &Caller) -> Option<String> {
+    Some(match &caller.identity {
+        crate::auth::Identity::User { id } => id.clone(),
+        crate::auth::Identity::Project { name } => name.clone(),
+    })
+}
+
+fn with_etag(mut response: Response, etag: &str) -> Response {
+    if let Ok(value) = HeaderValue::from_str(etag) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    response
+}
+
+fn engine(state: &AppState) -> &FolderEngine {
+    state.folders()
+}
+
+/// `GET /v2/{g}/{b}/{path}`: the ZIP; `…/files/{file}`: one file.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Read)?;
+    let conditions = Preconditions::from_headers(&headers);
+    let engine = engine(&state);
+    let marker = engine.resource_for_read(&target.node).await?;
+    match target.file {
+        None => {
+            if conditions.not_modified(&marker.etag) {
+                return Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &marker.etag));
+            }
+            let name = target.node.url.name().unwrap_or("resource").replace('"', "");
+            let etag = marker.etag.clone();
+            let body = Body::from_stream(stream_zip(engine.store().clone(), target.node.paths().clone(), marker));
+            let response = (
+                [
+                    (header::CONTENT_TYPE, "application/zip".to_string()),
+                    (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{name}.zip\"")),
+                ],
+                body,
+            )
+                .into_response();
+            Ok(with_etag(response, &etag))
+        }
+        Some(file) => {
+            let (object, record) = engine.file_path(&target.node, &marker, &file)?;
+            if conditions.not_modified(&record.etag) {
+                return Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &record.etag));
+            }
+            let stream = engine.store().get(&object).await.map_err(crate::folders::FolderError::from)?.into_stream();
+            let content_type = content_type_of(&file);
+            let response = (
+                [(header::CONTENT_TYPE, content_type.to_string()), (header::CONTENT_LENGTH, record.size.to_string())],
+                Body::from_stream(stream.map(|chunk| chunk.map_err(std::io::Error::other))),
+            )
+                .into_response();
+            Ok(with_etag(response, &record.etag))
+        }
+    }
+}
+
+/// A small table: the common types of skill files; everything else is bytes.
+fn content_type_of(path: &str) -> &'static str {
+    let extension = path.rsplit_once('.').map(|(_, ext)| ext.to_ascii_lowercase()).unwrap_or_default();
+    match extension.as_str() {
+        "md" => "text/markdown; charset=utf-8",
+        "txt" | "py" | "sh" | "js" | "ts" | "rs" | "toml" | "yaml" | "yml" | "csv" => "text/plain; charset=utf-8",
+        "json" => "application/json",
+        "html" | "htm" => "text/html; charset=utf-8",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "svg" => "image/svg+xml",
+        "pdf" => "application/pdf",
+        "zip" => "application/zip",
+        _ => "application/octet-stream",
+    }
+}
+
+/// `PUT`: a whole resource (multipart, one part per file), a folder
+/// (trailing `/`), or one file (`…/files/{file}`, one part).
+pub async fn put(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Write, Permission::Write)?;
+    let conditions = Preconditions::from_headers(&headers);
+    let engine = engine(&state);
+    if target.file.is_none() && target.node.url.is_folder() {
+        let marker = engine.create_folder(&target.node, author(&caller)).await?;
+        let etag = md5_hex(&marker.to_json());
+        let body = Json(json!({
+            "name": target.node.url.name(),
+            "parentPath": target.node.url.parent_path(),
+            "bucket": target.node.url.bucket(),
+            "url": target.node.url.to_string(),
+            "nodeType": "FOLDER",
+            "createdAt": marker.created_at,
+        }));
+        return Ok(with_etag(body.into_response(), &etag));
+    }
+    let mut multipart = Multipart::from_request(request, &state).await.map_err(|rejection| {
+        ApiError::bad_request(format!(
+            "Expected a multipart/form-data body, one part per file: {}",
+            rejection.body_text()
+        ))
+    })?;
+    let committed = match &target.file {
+        None => {
+            let mut staging = engine.stage(&target.node, &target.handler, &conditions).await?;
+            while let Some(field) = multipart.next_field().await.map_err(bad_multipart)? {
+                let name = field.file_name().map(str::to_owned).ok_or_else(|| {
+                    ApiError::bad_request("Every part needs a filename: the file's path in the resource")
+                })?;
+                staging.add_file(&name, field).await?;
+            }
+            if staging.file_count() == 0 {
+                return Err(ApiError::bad_request("The upload has no files"));
+            }
+            engine.commit(staging, &target.handler, &conditions, author(&caller)).await?
+        }
+        Some(file) => {
+            let field = multipart
+                .next_field()
+                .await
+                .map_err(bad_multipart)?
+                .ok_or_else(|| ApiError::bad_request("Expected one multipart part with the file's content"))?;
+            engine.put_file(&target.node, file, field, &target.handler, &conditions).await?
+        }
+    };
+    let body = Json(resource_json(&target.node.url, &committed.marker));
+    Ok(with_etag(body.into_response(), &committed.marker.etag))
+}
+
+fn bad_multipart(error: axum::extract::multipart::MultipartError) -> ApiError {
+    ApiError::bad_request(format!("Invalid multipart body: {}", error.body_text()))
+}
+
+/// `DELETE`: a resource (tombstone), an empty folder, or one file.
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Write)?;
+    let conditions = Preconditions::from_headers(&headers);
+    let engine = engine(&state);
+    match &target.file {
+        Some(file) => {
+            let committed = engine.delete_file(&target.node, file, &target.handler, &conditions).await?;
+            let body = Json(resource_json(&target.node.url, &committed.marker));
+            Ok(with_etag(body.into_response(), &committed.marker.etag))
+        }
+        None if target.node.url.is_folder() => {
+            engine.delete_folder(&target.node).await?;
+            Ok(StatusCode::OK.into_response())
+        }
+        None => {
+            engine.delete_resource(&target.node, &conditions).await?;
+            Ok(StatusCode::OK.into_response())
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    limit: Option<usize>,
+    token: Option<String>,
+    recursive: Option<bool>,
+}
+
+/// `GET /v2/metadata/{g}/{b}/{path}[/]` and `…/{resource}/files[/{dir}]`.
+pub async fn metadata(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let target = resolve(&state, &caller, raw_path(&uri, "/v2/metadata/"), Intent::Read, Permission::Read)?;
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(ApiError::bad_request(format!("limit must be between 1 and {MAX_LIMIT}")));
+    }
+    let recursive = query.recursive.unwrap_or(false);
+    let engine = engine(&state);
+    let url = &target.node.url;
+
+    if let Some(dir) = &target.file {
+        let marker = engine.live_marker(&target.node).await?.ok_or_else(|| ApiError::not_found(&url.to_string()))?;
+        let items: Vec<Value> =
+            engine.list_files(&target.node, &marker, dir, recursive)?.iter().map(node_json).collect();
+        let mut node = resource_json(url, &marker);
+        node["items"] = json!(items);
+        return Ok(Json(node));
+    }
+    if !url.is_folder()
+        && let Some(marker) = engine.live_marker(&target.node).await?
+    {
+        return Ok(Json(resource_json(url, &marker)));
+    }
+    let folder = if url.is_folder() { target.node.clone() } else { as_folder(&target.node)? };
+    let listing = engine.list(&folder, recursive, query.token.as_deref(), limit).await?;
+    let folder_url = &folder.url;
+    let mut node = json!({
+        "name": folder_url.name(),
+        "parentPath": folder_url.parent_path(),
+        "bucket": folder_url.bucket(),
+        "url": folder_url.to_string(),
+        "nodeType": "FOLDER",
+        "items": listing.items.iter().map(node_json).collect::<Vec<_>>(),
+    });
+    if let Some(token) = listing.next_token {
+        node["nextToken"] = json!(token);
+    }
+    Ok(Json(node))
+}
+
+/// The folder form of a node addressed without its trailing slash.
+fn as_folder(node: &Node) -> Result<Node, ApiError> {
+    let raw = format!("{}/", node.url);
+    let url = ResourceUrl::parse(&raw, Intent::Read)?;
+    Ok(Node::new(url, node.location.clone())?)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RestoreRequest {
+    url: String,
+}
+
+/// `POST /v2/ops/{group}/restore {"url": …}`: undo a delete within the grace window.
+pub async fn restore(
+    State(state): State<AppState>,
+    caller: Caller,
+    axum::extract::Path(group): axum::extract::Path<String>,
+    body: String,
+) -> Result<Response, ApiError> {
+    let request: RestoreRequest =
+        serde_json::from_str(&body).map_err(|e| ApiError::bad_request(format!("Failed to parse json: {e}")))?;
+    let target = resolve(&state, &caller, request.url.trim_start_matches('/'), Intent::Write, Permission::Write)?;
+    if target.node.url.group() != group {
+        return Err(ApiError::bad_request(format!("{} is not a {group} resource", target.node.url)));
+    }
+    let marker = engine(&state).restore(&target.node).await?;
+    Ok(with_etag(Json(resource_json(&target.node.url, &marker)).into_response(), &marker.etag))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_segment_splits_resource_and_file() {
+        assert_eq!(split_files("skills/b/team/s"), ("skills/b/team/s", None));
+        assert_eq!(split_files("skills/b/s/files/SKILL.md"), ("skills/b/s", Some("SKILL.md")));
+        assert_eq!(split_files("skills/b/s/files/a/files/b"), ("skills/b/s", Some("a/files/b")));
+        assert_eq!(split_files("skills/b/s/files"), ("skills/b/s", Some("")));
+        assert_eq!(split_files("skills/b/s/files/"), ("skills/b/s", Some("")));
+        assert_eq!(split_files("files/b/x"), ("files/b/x", None), "the group may be called files");
+    }
+
+    #[test]
+    fn file_paths_are_decoded() {
+        assert_eq!(decode_file_path("a%20b/c.md").unwrap(), "a b/c.md");
+        assert_eq!(decode_file_path("").unwrap(), "");
+        assert_eq!(decode_file_path("dir/").unwrap(), "dir");
+    }
+}

@@ -1,0 +1,411 @@
+//! The folder engine against real stores: crash consistency with injected
+//! storage failures, the GC sweep, and racing writers on S3 (moto) with
+//! in-process and Redis locks.
+
+#[path = "../../tests/services.rs"]
+mod services;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use dial_host::buckets::BucketLocation;
+use dial_host::config::{FoldersConfig, HandlersConfig, LockConfig};
+use dial_host::etag::{EtagMatch, Preconditions};
+use dial_host::events::{EventBus, InProcessEvents};
+use dial_host::folders::{FolderEngine, FolderError, Node};
+use dial_host::handlers::{Handler, HandlerRegistry, Runtime, RuntimeLimits};
+use dial_host::locks::{InProcessLocks, LockService};
+use dial_host::resource_url::{Intent, ResourceUrl};
+use futures_util::stream::{self, BoxStream, StreamExt, TryStreamExt};
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, ObjectStoreExt,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+};
+
+// ----- a store that fails the Nth write ------------------------------------
+
+/// Wraps a store and fails its `fail_at`-th mutating call (1-based), as a
+/// crash at that point would: nothing after it happens.
+#[derive(Debug)]
+struct FaultyStore {
+    inner: Arc<dyn ObjectStore>,
+    writes: AtomicUsize,
+    fail_at: AtomicUsize,
+}
+
+impl FaultyStore {
+    fn new(inner: Arc<dyn ObjectStore>) -> Self {
+        Self { inner, writes: AtomicUsize::new(0), fail_at: AtomicUsize::new(usize::MAX) }
+    }
+
+    fn arm(&self, fail_at: usize) {
+        self.writes.store(0, Ordering::SeqCst);
+        self.fail_at.store(fail_at, Ordering::SeqCst);
+    }
+
+    fn disarm(&self) {
+        self.fail_at.store(usize::MAX, Ordering::SeqCst);
+    }
+
+    fn writes(&self) -> usize {
+        self.writes.load(Ordering::SeqCst)
+    }
+
+    fn check(&self) -> object_store::Result<()> {
+        let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
+        if n >= self.fail_at.load(Ordering::SeqCst) {
+            return Err(object_store::Error::Generic {
+                store: "faulty",
+                source: format!("injected failure at write {n}").into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for FaultyStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FaultyStore({})", self.inner)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for FaultyStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.check()?;
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.check()?;
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[std::ops::Range<u64>]) -> object_store::Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        match self.check() {
+            Ok(()) => self.inner.delete_stream(locations),
+            Err(error) => stream::once(async move { Err(error) }).boxed(),
+        }
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+        self.check()?;
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> object_store::Result<()> {
+        self.check()?;
+        self.inner.rename_opts(from, to, options).await
+    }
+}
+
+// ----- fixtures -------------------------------------------------------------
+
+async fn skill_handler() -> Handler {
+    let runtime = Runtime::new(RuntimeLimits::default(), None, false).unwrap();
+    let registry = HandlerRegistry::load(runtime, &HandlersConfig::default()).await.unwrap();
+    registry.get("skills").unwrap().clone()
+}
+
+fn engine_on(store: Arc<dyn ObjectStore>, locks: Arc<dyn LockService>) -> FolderEngine {
+    let events: Arc<dyn EventBus> = Arc::new(InProcessEvents::new());
+    FolderEngine::new(store, locks, events, FoldersConfig::default(), BTreeMap::new())
+}
+
+fn in_process_locks() -> Arc<dyn LockService> {
+    Arc::new(InProcessLocks::new(&LockConfig::default()))
+}
+
+fn node(path: &str) -> Node {
+    let url = ResourceUrl::parse(&format!("skills/bucket1/{path}"), Intent::Write).unwrap();
+    Node::new(url, BucketLocation::User("alice".into())).unwrap()
+}
+
+fn skill_md(description: &str) -> Vec<u8> {
+    format!("---\nname: s\ndescription: {description}\n---\nbody\n").into_bytes()
+}
+
+fn body(content: &[u8]) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Unpin {
+    stream::iter(vec![Ok(Bytes::copy_from_slice(content))])
+}
+
+async fn put_whole(
+    engine: &FolderEngine,
+    handler: &Handler,
+    node: &Node,
+    files: &[(&str, Vec<u8>)],
+    conditions: &Preconditions,
+) -> Result<String, FolderError> {
+    let mut staging = engine.stage(node, handler, conditions).await?;
+    for (path, content) in files {
+        staging.add_file(path, body(content)).await?;
+    }
+    Ok(engine.commit(staging, handler, conditions, Some("alice".into())).await?.marker.etag)
+}
+
+/// The files a reader sees, read through the marker; `None` when absent.
+async fn read_back(engine: &FolderEngine, node: &Node) -> Option<BTreeMap<String, Vec<u8>>> {
+    let marker = engine.live_marker(node).await.unwrap()?;
+    let mut files = BTreeMap::new();
+    for path in marker.files.keys() {
+        let (object, _) = engine.file_path(node, &marker, path).unwrap();
+        let bytes =
+            engine.store().get(&object).await.expect("every file the marker lists exists").bytes().await.unwrap();
+        files.insert(path.clone(), bytes.to_vec());
+    }
+    Some(files)
+}
+
+fn as_map(files: &[(&str, Vec<u8>)]) -> BTreeMap<String, Vec<u8>> {
+    files.iter().map(|(p, c)| (p.to_string(), c.clone())).collect()
+}
+
+/// Every object left is a marker or a file of a live version.
+async fn assert_no_orphans(engine: &FolderEngine, node: &Node) {
+    let all: Vec<Path> = engine.store().list(None).map_ok(|m| m.location).try_collect().await.unwrap();
+    let marker = engine.live_marker(node).await.unwrap();
+    let mut expected: Vec<Path> = Vec::new();
+    if let Some(marker) = &marker {
+        expected.push(node.paths().resource_marker());
+        for path in marker.files.keys() {
+            expected.push(node.paths().file(&marker.current_version, path));
+        }
+    }
+    let mut leftovers: Vec<String> = all
+        .iter()
+        .filter(|p| !expected.contains(p) && !p.as_ref().ends_with(".dial-folder"))
+        .map(|p| p.to_string())
+        .collect();
+    leftovers.sort();
+    assert!(leftovers.is_empty(), "orphaned objects after the sweep: {leftovers:?}");
+}
+
+// ----- crash consistency ----------------------------------------------------
+
+/// Runs `operation` with a failure injected at every write in turn, and
+/// checks after each that readers see exactly the old or the new state and
+/// that a sweep leaves no orphaned bytes.
+async fn crash_at_every_step<F, Fut>(name: &str, old: &[(&str, Vec<u8>)], new: Option<&[(&str, Vec<u8>)]>, operation: F)
+where
+    F: Fn(Arc<FolderEngine>, Handler, Node) -> Fut,
+    Fut: std::future::Future<Output = Result<(), FolderError>>,
+{
+    let handler = skill_handler().await;
+    let target = node("team/s");
+    let old_state = as_map(old);
+    let new_state = new.map(as_map);
+    for fail_at in 1.. {
+        let faulty = Arc::new(FaultyStore::new(Arc::new(InMemory::new())));
+        let engine = Arc::new(engine_on(faulty.clone(), in_process_locks()));
+        put_whole(&engine, &handler, &target, old, &Preconditions::default()).await.unwrap();
+        faulty.arm(fail_at);
+        let result = operation(engine.clone(), handler.clone(), target.clone()).await;
+        let writes = faulty.writes();
+        faulty.disarm();
+
+        let seen = read_back(&engine, &target).await;
+        match &result {
+            Ok(()) => assert_eq!(seen, new_state, "{name}: a successful operation shows the new state"),
+            Err(_) => assert!(
+                seen == Some(old_state.clone()) || seen == new_state,
+                "{name}, failure at write {fail_at}: readers see a mixed state {seen:?}"
+            ),
+        }
+        engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+        assert_no_orphans(&engine, &target).await;
+        assert_eq!(read_back(&engine, &target).await, seen, "{name}: the sweep never changes what readers see");
+        if result.is_ok() && writes < fail_at {
+            // The operation completed without reaching the failure point:
+            // every earlier write has had its crash.
+            assert!(fail_at > 2, "{name}: expected several write steps, saw {writes}");
+            break;
+        }
+        assert!(fail_at < 100, "{name} never completed");
+    }
+}
+
+fn old_files() -> Vec<(&'static str, Vec<u8>)> {
+    vec![("SKILL.md", skill_md("old")), ("docs/a.md", b"a".to_vec()), ("docs/b.md", b"b".to_vec())]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_put_is_atomic_under_crashes() {
+    let new = vec![("SKILL.md", skill_md("new")), ("docs/c.md", b"c".to_vec())];
+    let new_for_op = new.clone();
+    crash_at_every_step("whole PUT", &old_files(), Some(&new), move |engine, handler, node| {
+        let files = new_for_op.clone();
+        async move { put_whole(&engine, &handler, &node, &files, &Preconditions::default()).await.map(drop) }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_file_put_is_atomic_under_crashes() {
+    let mut new = old_files();
+    new[1].1 = b"a, edited".to_vec();
+    crash_at_every_step("single-file PUT", &old_files(), Some(&new), |engine, handler, node| async move {
+        engine.put_file(&node, "docs/a.md", body(b"a, edited"), &handler, &Preconditions::default()).await.map(drop)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_file_delete_is_atomic_under_crashes() {
+    let new: Vec<_> = old_files().into_iter().filter(|(p, _)| *p != "docs/b.md").collect();
+    crash_at_every_step("single-file DELETE", &old_files(), Some(&new), |engine, handler, node| async move {
+        engine.delete_file(&node, "docs/b.md", &handler, &Preconditions::default()).await.map(drop)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_is_atomic_under_crashes() {
+    crash_at_every_step("DELETE", &old_files(), None, |engine, _handler, node| async move {
+        engine.delete_resource(&node, &Preconditions::default()).await
+    })
+    .await;
+}
+
+// ----- the sweep ------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_waits_for_the_grace_period_and_only_touches_what_changed() {
+    let handler = skill_handler().await;
+    let engine = engine_on(Arc::new(InMemory::new()), in_process_locks());
+    let target = node("s");
+    put_whole(&engine, &handler, &target, &old_files(), &Preconditions::default()).await.unwrap();
+    let first = engine.live_marker(&target).await.unwrap().unwrap();
+    put_whole(&engine, &handler, &target, &[("SKILL.md", skill_md("v2"))], &Preconditions::default()).await.unwrap();
+
+    // Within the grace period nothing is removed: the old version is still there.
+    let report = engine.sweep().await.unwrap();
+    assert_eq!(report.versions_deleted, 0);
+    let old_file = target.paths().file(&first.current_version, "docs/a.md");
+    assert!(engine.store().head(&old_file).await.is_ok());
+
+    let report = engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_eq!(report.versions_deleted, 1, "{report:?}");
+    assert!(engine.store().head(&old_file).await.is_err());
+    // Idempotent, and proportional to the journal: a second sweep sees nothing.
+    let again = engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_eq!(again.entries_seen, 0, "{again:?}");
+    assert_no_orphans(&engine, &target).await;
+
+    // A tombstone within the window is restorable and kept by the sweep.
+    engine.delete_resource(&target, &Preconditions::default()).await.unwrap();
+    assert_eq!(engine.sweep().await.unwrap().tombstones_finished, 0);
+    engine.restore(&target).await.unwrap();
+    assert_eq!(read_back(&engine, &target).await.unwrap().len(), 1);
+    engine.delete_resource(&target, &Preconditions::default()).await.unwrap();
+    let report = engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_eq!(report.tombstones_finished, 1, "{report:?}");
+    assert_no_orphans(&engine, &target).await;
+    assert!(engine.restore(&target).await.is_err(), "nothing left to restore");
+}
+
+// ----- racing writers on S3 ----------------------------------------------------
+
+fn s3_store(moto: &services::Moto, bucket: &str) -> Arc<dyn ObjectStore> {
+    moto.create_bucket(bucket);
+    dial_host::storage::open(&format!("s3://{bucket}"), &moto.storage_options()).unwrap()
+}
+
+/// Eight writers with the same If-Match: exactly one commits, the others get
+/// a precondition failure, and the winner's files are what readers see.
+async fn race(engines: Vec<Arc<FolderEngine>>) {
+    let handler = skill_handler().await;
+    let target = node("raced");
+    let etag = put_whole(&engines[0], &handler, &target, &old_files(), &Preconditions::default()).await.unwrap();
+    let conditions = Preconditions { if_match: Some(EtagMatch::Tags(vec![etag])), if_none_match: None };
+    let mut writers = tokio::task::JoinSet::new();
+    for writer in 0..8 {
+        let engine = engines[writer % engines.len()].clone();
+        let (handler, target, conditions) = (handler.clone(), target.clone(), conditions.clone());
+        writers.spawn(async move {
+            let files = vec![("SKILL.md", skill_md(&format!("writer {writer}")))];
+            (writer, put_whole(&engine, &handler, &target, &files, &conditions).await)
+        });
+    }
+    let results = writers.join_all().await;
+    let winners: Vec<usize> = results.iter().filter(|(_, r)| r.is_ok()).map(|(w, _)| *w).collect();
+    assert_eq!(winners.len(), 1, "exactly one writer wins: {results:?}");
+    for (_, result) in &results {
+        if let Err(error) = result {
+            assert!(matches!(error, FolderError::Precondition(_)), "losers get 412, not {error}");
+        }
+    }
+    let seen = read_back(&engines[0], &target).await.unwrap();
+    assert_eq!(seen["SKILL.md"], skill_md(&format!("writer {}", winners[0])));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_writers_on_s3_with_in_process_locks() {
+    let Some(moto) = services::moto() else { return };
+    let store = s3_store(&moto, "race-local");
+    race(vec![Arc::new(engine_on(store, in_process_locks()))]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_writers_on_s3_across_two_instances_with_redis_locks() {
+    let Some(moto) = services::moto() else { return };
+    let Some(redis) = services::redis() else { return };
+    let mut engines = Vec::new();
+    for _ in 0..2 {
+        let client = redis::Client::open(redis.url.as_str()).unwrap();
+        let connection = client.get_connection_manager().await.unwrap();
+        let locks = dial_host::locks::from_config(Some(&connection), &LockConfig::default(), "race:");
+        engines.push(Arc::new(engine_on(s3_store(&moto, "race-redis"), locks)));
+    }
+    race(engines).await;
+}
+
+/// Without any lock (instances sharing only the store), the conditional
+/// marker write alone still lets exactly one writer win.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_writers_on_s3_fenced_by_the_marker_etag_alone() {
+    let Some(moto) = services::moto() else { return };
+    let engines = (0..8).map(|_| Arc::new(engine_on(s3_store(&moto, "race-fence"), in_process_locks()))).collect();
+    race(engines).await;
+}
