@@ -409,3 +409,46 @@ async fn eight_writers_on_s3_fenced_by_the_marker_etag_alone() {
     let engines = (0..8).map(|_| Arc::new(engine_on(s3_store(&moto, "race-fence"), in_process_locks()))).collect();
     race(engines).await;
 }
+
+// ----- change events ----------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_commit_publishes_one_change_event() {
+    use dial_host::events::EventAction;
+    let handler = skill_handler().await;
+    let events: Arc<dyn EventBus> = Arc::new(InProcessEvents::new());
+    let mut received = events.subscribe();
+    let engine = FolderEngine::new(
+        Arc::new(InMemory::new()),
+        in_process_locks(),
+        events,
+        FoldersConfig::default(),
+        BTreeMap::new(),
+    );
+    let target = node("team/s");
+    let created = put_whole(&engine, &handler, &target, &old_files(), &Preconditions::default()).await.unwrap();
+    let updated = put_whole(&engine, &handler, &target, &[("SKILL.md", skill_md("second"))], &Preconditions::default())
+        .await
+        .unwrap();
+    engine.delete_resource(&target, &Preconditions::default()).await.unwrap();
+    let folder = Node::new(
+        ResourceUrl::parse("skills/bucket1/other/", Intent::Write).unwrap(),
+        BucketLocation::User("alice".into()),
+    )
+    .unwrap();
+    engine.create_folder(&folder, None).await.unwrap();
+
+    let mut seen = Vec::new();
+    while let Ok(event) = received.try_recv() {
+        seen.push((event.action, event.url, event.etag));
+    }
+    assert_eq!(
+        seen,
+        [
+            (EventAction::Create, "skills/bucket1/team/s".to_string(), Some(created)),
+            (EventAction::Update, "skills/bucket1/team/s".to_string(), Some(updated.clone())),
+            (EventAction::Delete, "skills/bucket1/team/s".to_string(), Some(updated)),
+            (EventAction::Create, "skills/bucket1/other/".to_string(), None),
+        ]
+    );
+}

@@ -2,6 +2,9 @@
 
 mod auth;
 mod cli;
+#[path = "../services.rs"]
+mod services;
+mod shared_services;
 mod startup;
 mod support;
 mod v2;

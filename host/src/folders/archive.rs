@@ -68,16 +68,19 @@ fn write_zip(
     writer.flush()
 }
 
-/// Already-compressed formats are stored; text is deflated.
+/// Text compresses well and costs little CPU; other files (images, archives,
+/// binaries) are mostly compressed already, so they are stored as they are.
 fn compression_for(path: &str) -> CompressionMethod {
-    const STORED: &[&str] = &[
-        "png", "jpg", "jpeg", "gif", "webp", "zip", "gz", "tgz", "bz2", "xz", "zst", "7z", "pdf", "mp3", "mp4", "woff",
-        "woff2",
+    const TEXT: &[&str] = &[
+        "md", "markdown", "txt", "py", "sh", "bash", "js", "mjs", "ts", "json", "yaml", "yml", "toml", "html", "htm",
+        "css", "csv", "tsv", "xml", "svg", "rs", "go", "java", "kt", "c", "h", "cpp", "hpp", "rb", "php", "sql", "ini",
+        "cfg", "conf", "tex", "rst", "ipynb",
     ];
-    let extension = path.rsplit_once('.').map(|(_, ext)| ext.to_ascii_lowercase());
-    match extension {
-        Some(ext) if STORED.contains(&ext.as_str()) => CompressionMethod::Stored,
-        _ => CompressionMethod::Deflated,
+    let name = path.rsplit('/').next().unwrap_or(path);
+    match name.rsplit_once('.').map(|(_, ext)| ext.to_ascii_lowercase()) {
+        Some(ext) if TEXT.contains(&ext.as_str()) => CompressionMethod::Deflated,
+        None => CompressionMethod::Deflated, // README, LICENSE, Makefile…
+        Some(_) => CompressionMethod::Stored,
     }
 }
 
@@ -110,5 +113,20 @@ impl Write for ChannelWriter {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.send_buffer()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_deflated_and_binaries_stored() {
+        assert_eq!(compression_for("SKILL.md"), CompressionMethod::Deflated);
+        assert_eq!(compression_for("scripts/run.py"), CompressionMethod::Deflated);
+        assert_eq!(compression_for("LICENSE"), CompressionMethod::Deflated);
+        assert_eq!(compression_for("assets/logo.PNG"), CompressionMethod::Stored);
+        assert_eq!(compression_for("data.v1/blob"), CompressionMethod::Deflated);
+        assert_eq!(compression_for("model.bin"), CompressionMethod::Stored);
     }
 }

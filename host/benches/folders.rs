@@ -1,0 +1,669 @@
+//! Folder resources (v2), measured against a baseline in the same run:
+//!
+//! 1. whole-resource PUT and GET of a 100-file, 5 MiB skill through the
+//!    engine on the local filesystem backend, versus the same 100 files
+//!    written and read straight through `object_store`;
+//! 2. peak RSS of the real server process while it streams a 1 GiB skill as
+//!    a ZIP, versus its idle RSS;
+//! 3. the first page (100) of a folder of 1 000 skills, versus one raw
+//!    `list_with_delimiter` of the folder's prefix, with the store reads a
+//!    page costs.
+//!
+//! `cargo bench -p dial-host --bench folders` prints Markdown tables for
+//! `docs/benchmarks.md`. Latencies are medians over iterations.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use dial_host::buckets::BucketLocation;
+use dial_host::config::{FoldersConfig, HandlersConfig, LockConfig};
+use dial_host::etag::Preconditions;
+use dial_host::events::{EventBus, InProcessEvents};
+use dial_host::folders::archive::stream_zip;
+use dial_host::folders::{FolderEngine, Node};
+use dial_host::handlers::{Handler, HandlerRegistry, Runtime, RuntimeLimits};
+use dial_host::locks::{InProcessLocks, LockService};
+use dial_host::resource_url::{Intent, ResourceUrl};
+use futures_util::stream::{self, BoxStream, StreamExt};
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, ObjectStoreExt,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const COMMAND: &str = "cargo bench -p dial-host --bench folders";
+
+/// Item 1: files in the skill besides SKILL.md, and their total size.
+const BLOBS: usize = 99;
+const BLOB_BYTES: usize = (5 << 20) / BLOBS;
+const WARMUP: usize = 2;
+const ITERATIONS: usize = 21;
+
+/// Item 2: the skill fills the default per-resource limit exactly (1 GiB).
+const BIG_TOTAL: u64 = 1 << 30;
+const BIG_BLOBS: usize = 4;
+const RSS_SAMPLE_EVERY: Duration = Duration::from_millis(20);
+const API_KEY: &str = "bench-key";
+
+/// Item 3.
+const FOLDER_SKILLS: usize = 1000;
+const PAGE: usize = 100;
+const LIST_ROUNDS: usize = 31;
+
+fn main() {
+    let started = Instant::now();
+    let load_before = load_average();
+    println!("## `{COMMAND}`");
+    println!();
+    println!("machine: {} × {} (nproc); load average before: {load_before}", nproc(), cpu_model());
+    println!();
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let handler = runtime.block_on(skill_handler());
+    runtime.block_on(put_and_get(&handler));
+    runtime.block_on(big_download());
+    runtime.block_on(listing(&handler));
+
+    println!("load average after: {}; total bench time {:.0} s", load_average(), started.elapsed().as_secs_f64());
+}
+
+// ----- fixtures -------------------------------------------------------------
+
+async fn skill_handler() -> Handler {
+    let config = HandlersConfig::default();
+    let runtime = Runtime::new(RuntimeLimits::from_config(&config), None, config.pooling).unwrap();
+    let registry = HandlerRegistry::load(runtime, &config).await.unwrap();
+    registry.get("skills").unwrap().clone()
+}
+
+fn engine_on(store: Arc<dyn ObjectStore>) -> FolderEngine {
+    let locks: Arc<dyn LockService> = Arc::new(InProcessLocks::new(&LockConfig::default()));
+    let events: Arc<dyn EventBus> = Arc::new(InProcessEvents::new());
+    FolderEngine::new(store, locks, events, FoldersConfig::default(), BTreeMap::new())
+}
+
+/// The local filesystem backend, as the server opens it.
+fn local_store(dir: &tempfile::TempDir) -> Arc<dyn ObjectStore> {
+    dial_host::storage::open(&format!("file://{}", dir.path().display()), &Default::default()).unwrap()
+}
+
+fn node(path: &str) -> Node {
+    let url = ResourceUrl::parse(&format!("skills/bucket1/{path}"), Intent::Write).unwrap();
+    Node::new(url, BucketLocation::User("bench".into())).unwrap()
+}
+
+fn skill_md(name: &str) -> Bytes {
+    Bytes::from(format!(
+        "---\nname: {name}\ndescription: Benchmark fixture. Use when measuring the folder engine.\n---\n# {name}\n"
+    ))
+}
+
+/// Deterministic, incompressible-looking bytes (xorshift64*).
+fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        out.extend_from_slice(&state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+fn one_chunk(content: &Bytes) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Unpin {
+    stream::iter([Ok(content.clone())])
+}
+
+fn median(mut values: Vec<Duration>) -> Duration {
+    values.sort();
+    values[values.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+/// Decimal megabytes per second.
+fn mb_per_s(bytes: u64, d: Duration) -> f64 {
+    bytes as f64 / 1e6 / d.as_secs_f64()
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+}
+
+// ----- 1. whole-resource PUT and GET ----------------------------------------
+
+async fn put_and_get(handler: &Handler) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = local_store(&dir);
+    let engine = engine_on(store.clone());
+    let blobs: Vec<(String, Bytes)> = (0..BLOBS)
+        .map(|i| (format!("assets/blob-{i:02}.bin"), Bytes::from(random_bytes(i as u64 + 1, BLOB_BYTES))))
+        .collect();
+    let files_of = |name: &str| {
+        let mut files = vec![("SKILL.md".to_string(), skill_md(name))];
+        files.extend(blobs.iter().cloned());
+        files
+    };
+    let payload: u64 = files_of("put-0000").iter().map(|(_, c)| c.len() as u64).sum();
+    let conditions = Preconditions::default();
+
+    let (mut raw_put, mut engine_put, mut raw_get, mut engine_get) = (vec![], vec![], vec![], vec![]);
+    let mut zip_bytes = 0u64;
+    for iteration in 0..WARMUP + ITERATIONS {
+        let name = format!("put-{iteration:04}");
+        let files = files_of(&name);
+
+        // Raw: 100 puts, then 100 gets, straight through object_store.
+        let prefix = format!("raw/{name}");
+        let start = Instant::now();
+        for (path, content) in &files {
+            store.put(&Path::from(format!("{prefix}/{path}")), PutPayload::from(content.clone())).await.unwrap();
+        }
+        let raw_put_time = start.elapsed();
+        let start = Instant::now();
+        let mut read = 0u64;
+        for (path, _) in &files {
+            read +=
+                store.get(&Path::from(format!("{prefix}/{path}"))).await.unwrap().bytes().await.unwrap().len() as u64;
+        }
+        let raw_get_time = start.elapsed();
+        assert_eq!(read, payload);
+
+        // Engine: stage + 100 add_file + commit; then the marker and the whole ZIP.
+        let target = node(&format!("bench/{name}"));
+        let start = Instant::now();
+        let mut staging = engine.stage(&target, handler, &conditions).await.unwrap();
+        for (path, content) in &files {
+            staging.add_file(path, one_chunk(content)).await.unwrap();
+        }
+        engine.commit(staging, handler, &conditions, Some("bench".into())).await.unwrap();
+        let engine_put_time = start.elapsed();
+        let start = Instant::now();
+        let marker = engine.resource_for_read(&target).await.unwrap();
+        let mut zip = stream_zip(engine.store().clone(), target.paths().clone(), marker);
+        let mut streamed = 0u64;
+        while let Some(chunk) = zip.next().await {
+            streamed += chunk.unwrap().len() as u64;
+        }
+        let engine_get_time = start.elapsed();
+        assert!(streamed > payload - 4096, "the ZIP holds every file (stored, not deflated): {streamed}");
+        zip_bytes = streamed;
+
+        if iteration >= WARMUP {
+            raw_put.push(raw_put_time);
+            engine_put.push(engine_put_time);
+            raw_get.push(raw_get_time);
+            engine_get.push(engine_get_time);
+        }
+    }
+
+    println!("### 1. Whole-resource PUT / GET, 100 files ({}), local filesystem backend — `{COMMAND}`", mib(payload));
+    println!();
+    println!("| operation | raw `object_store` (baseline) | engine | engine / raw | target |");
+    println!("|---|---|---|---|---|");
+    for (label, raw, through_engine) in [
+        ("PUT: 100 `put`s vs stage + 100 `add_file` + commit", median(raw_put), median(engine_put)),
+        ("GET: 100 `get().bytes()` vs `resource_for_read` + drain `stream_zip`", median(raw_get), median(engine_get)),
+    ] {
+        let (raw_rate, engine_rate) = (mb_per_s(payload, raw), mb_per_s(payload, through_engine));
+        println!(
+            "| {label} | {raw_rate:.0} MB/s ({}) | {engine_rate:.0} MB/s ({}) | {:.0} % | engine ≥ 50 % of raw |",
+            ms(raw),
+            ms(through_engine),
+            engine_rate / raw_rate * 100.0
+        );
+    }
+    println!();
+    println!(
+        "{payload} payload bytes (SKILL.md + {BLOBS} × {BLOB_BYTES} B random `.bin`); MB = 10^6 B of payload (the ZIP \
+         is {zip_bytes} B); median of {ITERATIONS} iterations after {WARMUP} warm-up, raw and engine interleaved, \
+         fresh names each time; one task, files in sequence; the engine PUT includes two skill-handler (wasm) calls."
+    );
+    println!();
+}
+
+// ----- 3. listing ------------------------------------------------------------
+
+/// Counts the reads and listings that reach the wrapped store.
+#[derive(Debug)]
+struct CountingStore {
+    inner: Arc<dyn ObjectStore>,
+    gets: AtomicUsize,
+    listings: AtomicUsize,
+}
+
+impl CountingStore {
+    fn new(inner: Arc<dyn ObjectStore>) -> Self {
+        Self { inner, gets: AtomicUsize::new(0), listings: AtomicUsize::new(0) }
+    }
+
+    /// (gets, listings) since the last call.
+    fn take(&self) -> (usize, usize) {
+        (self.gets.swap(0, Ordering::SeqCst), self.listings.swap(0, Ordering::SeqCst))
+    }
+}
+
+impl fmt::Display for CountingStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CountingStore({})", self.inner)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for CountingStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+        self.gets.fetch_add(1, Ordering::SeqCst);
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[std::ops::Range<u64>]) -> object_store::Result<Vec<Bytes>> {
+        self.gets.fetch_add(1, Ordering::SeqCst);
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.listings.fetch_add(1, Ordering::SeqCst);
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.listings.fetch_add(1, Ordering::SeqCst);
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.listings.fetch_add(1, Ordering::SeqCst);
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> object_store::Result<()> {
+        self.inner.rename_opts(from, to, options).await
+    }
+}
+
+async fn listing(handler: &Handler) {
+    let dir = tempfile::tempdir().unwrap();
+    let counting = Arc::new(CountingStore::new(local_store(&dir)));
+    let engine = engine_on(counting.clone());
+    let conditions = Preconditions::default();
+
+    let start = Instant::now();
+    let created = stream::iter(0..FOLDER_SKILLS)
+        .map(|i| {
+            let (engine, conditions) = (&engine, &conditions);
+            async move {
+                let name = format!("skill-{i:04}");
+                let target = node(&format!("bench/listing/{name}"));
+                let mut staging = engine.stage(&target, handler, conditions).await.unwrap();
+                staging.add_file("SKILL.md", one_chunk(&skill_md(&name))).await.unwrap();
+                engine.commit(staging, handler, conditions, Some("bench".into())).await.unwrap();
+            }
+        })
+        .buffer_unordered(4)
+        .count()
+        .await;
+    let populate = start.elapsed();
+    assert_eq!(created, FOLDER_SKILLS);
+
+    let url = ResourceUrl::parse("skills/bucket1/bench/listing/", Intent::Read).unwrap();
+    let folder = Node::new(url, BucketLocation::User("bench".into())).unwrap();
+    let prefix = folder.paths().base().clone();
+    let (mut raw_times, mut page_times) = (vec![], vec![]);
+    let (mut raw_counts, mut page_counts) = ((0, 0), (0, 0));
+    for round in 0..LIST_ROUNDS + 1 {
+        counting.take();
+        let start = Instant::now();
+        let children = counting.list_with_delimiter(Some(&prefix)).await.unwrap();
+        let raw_time = start.elapsed();
+        raw_counts = counting.take();
+        assert_eq!(children.common_prefixes.len(), FOLDER_SKILLS);
+
+        let start = Instant::now();
+        let page = engine.list(&folder, false, None, PAGE).await.unwrap();
+        let page_time = start.elapsed();
+        page_counts = counting.take();
+        assert_eq!(page.items.len(), PAGE);
+        assert!(page.next_token.is_some());
+        if round > 0 {
+            raw_times.push(raw_time);
+            page_times.push(page_time);
+        }
+    }
+    let (raw, page) = (median(raw_times), median(page_times));
+
+    println!("### 3. Listing a folder of {FOLDER_SKILLS} skills, first page of {PAGE} — `{COMMAND}`");
+    println!();
+    println!("| case | median latency | `get_opts` (marker reads) per page | listings per page |");
+    println!("|---|---|---|---|");
+    println!(
+        "| raw `list_with_delimiter` of the folder prefix (baseline) | {} | {} | {} |",
+        ms(raw),
+        raw_counts.0,
+        raw_counts.1
+    );
+    println!("| `engine.list(folder, false, None, {PAGE})` | {} | {} | {} |", ms(page), page_counts.0, page_counts.1);
+    println!(
+        "| engine / raw | {:.1}× | {:.2} reads per item returned | – |",
+        page.as_secs_f64() / raw.as_secs_f64(),
+        page_counts.0 as f64 / PAGE as f64
+    );
+    println!();
+    println!(
+        "Counted by a wrapper around the local filesystem backend (`file://`, not InMemory), page cache warm; \
+         median of {LIST_ROUNDS} rounds after one warm-up; the {FOLDER_SKILLS} skills were created through the \
+         engine in {:.1} s.",
+        populate.as_secs_f64()
+    );
+    println!();
+}
+
+// ----- 2. server RSS while downloading 1 GiB --------------------------------
+
+/// The real binary, killed on drop (before its temp dir goes).
+struct ServerProcess {
+    child: Child,
+    url: String,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl ServerProcess {
+    fn start(dir: &std::path::Path) -> Self {
+        let config = dir.join("dial.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "data_dir = \"{}\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\n[encryption]\nsecret = \"x\"\n\n\
+                 [keys.{API_KEY}]\nproject = \"bench\"\nroles = [\"user\"]\n\n[handlers]\ncache_dir = \"{}\"\n",
+                dir.join("data").display(),
+                dir.join("handler-cache").display()
+            ),
+        )
+        .unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dial-host"));
+        command.arg("serve").arg("--config").arg(&config).current_dir(dir).env_remove("RUST_LOG");
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("DIAL_HOST_") {
+                command.env_remove(key);
+            }
+        }
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start dial-host");
+        let (lines_tx, lines_rx) = mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = lines_tx.send(line);
+            }
+        });
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        let kept = stderr.clone();
+        let pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut kept = kept.lock().unwrap();
+                if kept.len() == 40 {
+                    kept.pop_front();
+                }
+                kept.push_back(line);
+            }
+        });
+        let mut server = Self { child, url: String::new(), stderr };
+        let first =
+            lines_rx.recv_timeout(Duration::from_secs(180)).unwrap_or_else(|_| server.fail("no listening line"));
+        server.url = match first.split_once("listening on ") {
+            Some((_, url)) => url.trim().to_string(),
+            None => server.fail(&format!("unexpected first line: {first}")),
+        };
+        server
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn fail(&self, why: &str) -> ! {
+        let log: Vec<String> = self.stderr.lock().unwrap().iter().cloned().collect();
+        panic!("dial-host: {why}\n{}", log.join("\n"));
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// (VmRSS, VmHWM) of a process, in bytes.
+fn memory_of(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+            .map_or(0, |kib| kib * 1024)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Samples VmRSS until stopped: (max, samples).
+fn sample_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(u64, usize)> {
+    std::thread::spawn(move || {
+        let (mut max, mut samples) = (0, 0);
+        while !stop.load(Ordering::SeqCst) {
+            max = max.max(memory_of(pid).0);
+            samples += 1;
+            std::thread::sleep(RSS_SAMPLE_EVERY);
+        }
+        (max.max(memory_of(pid).0), samples + 1)
+    })
+}
+
+/// PUTs a multipart body generated on the fly, written by hand over HTTP/1.1
+/// (the dev-dependency reqwest has no `stream` feature, so it cannot stream a
+/// request body). Returns (status, response body).
+async fn put_streamed(url: &str, path: &str, files: &[(String, u64)], skill_md: &Bytes) -> (u16, String) {
+    const BOUNDARY: &str = "dial-host-bench-boundary-7f3a9c";
+    let heads: Vec<String> = files
+        .iter()
+        .map(|(name, _)| {
+            format!(
+                "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n\
+                 Content-Type: application/octet-stream\r\n\r\n"
+            )
+        })
+        .collect();
+    let tail = format!("--{BOUNDARY}--\r\n");
+    let length: u64 =
+        heads.iter().zip(files).map(|(head, (_, size))| head.len() as u64 + size + 2).sum::<u64>() + tail.len() as u64;
+    let address = url.strip_prefix("http://").unwrap();
+    let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!(
+        "PUT {path} HTTP/1.1\r\nHost: {address}\r\nApi-Key: {API_KEY}\r\n\
+         Content-Type: multipart/form-data; boundary={BOUNDARY}\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
+    );
+    let pool = Bytes::from(random_bytes(42, 1 << 20));
+    let sent: std::io::Result<()> = async {
+        socket.write_all(request.as_bytes()).await?;
+        for (head, (name, size)) in heads.iter().zip(files) {
+            socket.write_all(head.as_bytes()).await?;
+            if name == "SKILL.md" {
+                socket.write_all(skill_md).await?;
+            } else {
+                let mut left = *size;
+                while left > 0 {
+                    let n = left.min(pool.len() as u64) as usize;
+                    socket.write_all(&pool[..n]).await?;
+                    left -= n as u64;
+                }
+            }
+            socket.write_all(b"\r\n").await?;
+        }
+        socket.write_all(tail.as_bytes()).await?;
+        socket.flush().await
+    }
+    .await;
+    let mut response = Vec::new();
+    let read = socket.read_to_end(&mut response).await;
+    let response = String::from_utf8_lossy(&response).into_owned();
+    if let (Err(error), true) = (&sent, response.is_empty()) {
+        panic!("upload failed: {error} ({read:?})");
+    }
+    let status = response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map(|(_, body)| body.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+async fn big_download() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(dir.path());
+    let pid = server.pid();
+    let client = reqwest::Client::new();
+    let bucket: serde_json::Value = client
+        .get(format!("{}/v1/bucket", server.url))
+        .header("Api-Key", API_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let bucket = bucket["bucket"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (idle_rss, _) = memory_of(pid);
+
+    // SKILL.md + 4 blobs filling the 1 GiB per-resource limit exactly; each
+    // under the 512 MiB per-file limit.
+    let name = "big-skill";
+    let md = skill_md(name);
+    let mut files = vec![("SKILL.md".to_string(), md.len() as u64)];
+    let blob = (BIG_TOTAL - md.len() as u64) / BIG_BLOBS as u64;
+    for i in 0..BIG_BLOBS {
+        let size = if i + 1 == BIG_BLOBS { BIG_TOTAL - md.len() as u64 - blob * (BIG_BLOBS as u64 - 1) } else { blob };
+        files.push((format!("assets/blob-{i}.bin"), size));
+    }
+    let payload: u64 = files.iter().map(|(_, size)| size).sum();
+    assert_eq!(payload, BIG_TOTAL);
+    let path = format!("/v2/skills/{bucket}/{name}");
+    let start = Instant::now();
+    let (status, body) = put_streamed(&server.url, &path, &files, &md).await;
+    let upload_time = start.elapsed();
+    if status != 200 {
+        server.fail(&format!("upload answered {status}: {body}"));
+    }
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (before_get, _) = memory_of(pid);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = sample_rss(pid, stop.clone());
+    let start = Instant::now();
+    let mut response = client.get(format!("{}{path}", server.url)).header("Api-Key", API_KEY).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let mut downloaded = 0u64;
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        downloaded += chunk.len() as u64;
+    }
+    let download_time = start.elapsed();
+    stop.store(true, Ordering::SeqCst);
+    let (peak, samples) = sampler.join().unwrap();
+    let (_, hwm) = memory_of(pid);
+    assert!(downloaded > payload, "the ZIP holds every byte plus headers: {downloaded} of {payload}");
+    assert!(downloaded > 1 << 30, "the ZIP of a 1 GiB skill is over 1 GiB: {downloaded}");
+    drop(server);
+
+    println!("### 2. Server RSS while downloading a 1 GiB skill (`GET /v2/skills/…` → ZIP) — `{COMMAND}`");
+    println!();
+    println!("| measure | value | target |");
+    println!("|---|---|---|");
+    println!("| idle server RSS before the upload (baseline) | {} | – |", mib(idle_rss));
+    println!("| RSS just before the GET | {} | – |", mib(before_get));
+    println!(
+        "| **peak RSS during the GET** (max of {samples} samples, every {} ms) | **{}** | < 100 MiB |",
+        RSS_SAMPLE_EVERY.as_millis(),
+        mib(peak)
+    );
+    println!("| peak during the GET / idle | {:.2}× | – |", peak as f64 / idle_rss as f64);
+    println!("| VmHWM at the end (includes the upload) | {} | – |", mib(hwm));
+    println!(
+        "| download: {downloaded} B of ZIP in {:.2} s | {:.0} MB/s | – |",
+        download_time.as_secs_f64(),
+        mb_per_s(downloaded, download_time)
+    );
+    println!(
+        "| upload (streamed multipart, {payload} B) in {:.2} s | {:.0} MB/s | – |",
+        upload_time.as_secs_f64(),
+        mb_per_s(payload, upload_time)
+    );
+    println!();
+    println!(
+        "Release binary, local filesystem store in a temp dir; SKILL.md + {BIG_BLOBS} random `.bin` files \
+         ({} each) — exactly the default 1 GiB per-resource limit, so the ZIP (stored) is just over 1 GiB. \
+         Client and server on the same machine; MB = 10^6 B.",
+        mib(blob)
+    );
+    println!();
+}
+
+// ----- machine ----------------------------------------------------------------
+
+fn nproc() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("model name").map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+fn load_average() -> String {
+    let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    loadavg.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
