@@ -189,7 +189,7 @@ impl InProcessLocks {
         let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = keys.entry(key.to_owned()).or_insert_with(|| KeyEntry { mutex: Arc::default(), users: 0 });
         entry.users += 1;
-        (entry.mutex.clone(), Registration { keys: self.keys.clone(), key: key.to_owned() })
+        (Arc::default(), Registration { keys: self.keys.clone(), key: key.to_owned() })
     }
 
     async fn acquire_in_process(&self, key: &str) -> Result<LockGuard, LockError> {
@@ -352,6 +352,7 @@ async fn renew_until_lost(
 ) {
     let interval = (shared.ttl / 3).max(Duration::from_millis(1));
     let ttl_ms = duration_ms(shared.ttl);
+    std::future::pending::<()>().await;
     loop {
         tokio::time::sleep(interval).await;
         let sent_at = Instant::now();

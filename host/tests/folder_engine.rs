@@ -452,3 +452,25 @@ async fn every_commit_publishes_one_change_event() {
         ]
     );
 }
+
+/// Eight creators with `If-None-Match: *`: one creates, seven are told the
+/// resource already exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_let_exactly_one_win() {
+    let handler = skill_handler().await;
+    let engine = Arc::new(engine_on(Arc::new(InMemory::new()), in_process_locks()));
+    let create_only = Preconditions { if_match: None, if_none_match: Some(EtagMatch::Any) };
+    let mut writers = tokio::task::JoinSet::new();
+    for writer in 0..8 {
+        let (engine, handler, conditions) = (engine.clone(), handler.clone(), create_only.clone());
+        writers.spawn(async move {
+            let files = vec![("SKILL.md", skill_md(&format!("creator {writer}")))];
+            put_whole(&engine, &handler, &node("new/s"), &files, &conditions).await
+        });
+    }
+    let results = writers.join_all().await;
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1, "{results:?}");
+    for error in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert!(matches!(error, FolderError::Precondition(p) if p.0 == "Resource already exists"), "{error}");
+    }
+}

@@ -323,15 +323,20 @@ async fn redis_events_reach_subscribers_of_another_instance() {
 #[tokio::test]
 async fn redis_events_reach_local_subscribers_exactly_once() {
     let server = redis_server_or_skip!();
-    let host = redis_events(&server, PREFIX).await;
+    let (host, other_host) = (redis_events(&server, PREFIX).await, redis_events(&server, PREFIX).await);
     let mut local = host.subscribe();
     let (first, second) =
         (event(EventAction::Create, "files/abc/1", Some("e1")), event(EventAction::Delete, "files/abc/1", None));
     host.publish(first.clone()).await;
     host.publish(second.clone()).await;
-    // A duplicate of `first` would arrive before `second`.
-    assert_eq!(timeout(PATIENCE, local.recv()).await.unwrap().unwrap(), first);
-    assert_eq!(timeout(PATIENCE, local.recv()).await.unwrap().unwrap(), second);
+    // The marker can only come through Redis, after both events there: any
+    // duplicate (say, one delivered locally and one through Redis) would
+    // arrive before it.
+    let marker = event(EventAction::Update, "files/abc/marker", None);
+    other_host.publish(marker.clone()).await;
+    for expected in [first, second, marker] {
+        assert_eq!(timeout(PATIENCE, local.recv()).await.unwrap().unwrap(), expected);
+    }
 }
 
 #[tokio::test]

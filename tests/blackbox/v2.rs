@@ -300,6 +300,7 @@ async fn listings_paginate_and_list_files() {
     let deep: Vec<&str> = deep["items"].as_array().unwrap().iter().map(|i| i["url"].as_str().unwrap()).collect();
     assert!(deep[1].ends_with("/team/sub/f/files/x/y.txt"), "{deep:?}");
     assert_eq!(f.get(&format!("{}?limit=1001", f.metadata("team/"))).await.status, 400);
+    assert_eq!(f.get(&format!("{}?token=0OIl", f.metadata("team/"))).await.status, 400, "tokens are Base58");
     assert_eq!(f.get(&f.metadata("nowhere/")).await.status, 404);
 }
 

@@ -427,13 +427,21 @@ impl FolderEngine {
         if staging.started.elapsed() > self.commit_deadline() {
             return Err(FolderError::Conflict("The upload took too long to commit; retry".into()));
         }
-        let creating = self.live_marker(&node).await?.is_none();
-        let _locks = self.lock_for(&node, creating).await?;
-        let existing = self.read_resource_marker(&node).await?;
+        // Creating is structural (bucket lock); replacing is a content update
+        // (resource lock). If a concurrent delete turns a replace into a
+        // create, take the structural locks and look again.
+        let mut structural = self.live_marker(&node).await?.is_none();
+        let (_locks, existing) = loop {
+            let locks = self.lock_for(&node, structural).await?;
+            let existing = self.read_resource_marker(&node).await?;
+            let live = existing.as_ref().is_some_and(|r| r.marker.is_ready());
+            if live || structural {
+                break (locks, existing);
+            }
+            structural = true;
+        };
         let live = existing.as_ref().filter(|r| r.marker.is_ready());
-        if creating && live.is_some() || !creating && live.is_none() {
-            return Err(FolderError::Conflict("The resource changed concurrently; retry".into()));
-        }
+        let creating = live.is_none();
         conditions.check_write(live.map(|r| r.marker.etag.as_str()))?;
         if creating {
             self.check_structure_for_create(&node).await?;

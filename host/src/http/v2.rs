@@ -301,7 +301,11 @@ pub async fn metadata(
         return Ok(Json(resource_json(url, &marker)));
     }
     let folder = if url.is_folder() { target.node.clone() } else { as_folder(&target.node)? };
-    let listing = engine.list(&folder, recursive, query.token.as_deref(), limit).await?;
+    let token = match &query.token {
+        Some(token) => Some(decode_token(token)?),
+        None => None,
+    };
+    let listing = engine.list(&folder, recursive, token.as_deref(), limit).await?;
     let folder_url = &folder.url;
     let mut node = json!({
         "name": folder_url.name(),
@@ -312,9 +316,17 @@ pub async fn metadata(
         "items": listing.items.iter().map(node_json).collect::<Vec<_>>(),
     });
     if let Some(token) = listing.next_token {
-        node["nextToken"] = json!(token);
+        node["nextToken"] = json!(bs58::encode(token.as_bytes()).into_string());
     }
     Ok(Json(node))
+}
+
+/// Listing tokens are opaque to clients (Base58 of the last name returned),
+/// so they need no escaping in a query string.
+fn decode_token(token: &str) -> Result<String, ApiError> {
+    let invalid = || ApiError::bad_request(format!("Invalid token: {token}"));
+    let bytes = bs58::decode(token).into_vec().map_err(|_| invalid())?;
+    String::from_utf8(bytes).map_err(|_| invalid())
 }
 
 /// The folder form of a node addressed without its trailing slash.
