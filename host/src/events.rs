@@ -60,6 +60,7 @@ impl ResourceEvent {
     }
 }
 
+/// Where committed changes are announced.
 pub trait EventBus: Send + Sync {
     /// Never fails the caller: an event that cannot be sent is logged and
     /// dropped, since the change itself has already been committed.

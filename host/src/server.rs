@@ -108,7 +108,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     .map_err(|e| anyhow::anyhow!("starting the handler runtime: {e}"))?;
     let handlers = HandlerRegistry::load(runtime, &config.handlers).await?;
 
-    let key_prefix = config.redis.key_prefix.clone().unwrap_or_else(|| "dial-host:".into());
+    let key_prefix = config.redis.key_prefix.clone().unwrap_or_else(|| locks::DEFAULT_KEY_PREFIX.into());
     let redis = match &config.redis.url {
         Some(url) => {
             let client = redis::Client::open(url.as_str()).with_context(|| format!("redis.url {url}"))?;

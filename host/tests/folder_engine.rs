@@ -474,3 +474,22 @@ async fn concurrent_creates_let_exactly_one_win() {
         assert!(matches!(error, FolderError::Precondition(p) if p.0 == "Resource already exists"), "{error}");
     }
 }
+
+/// A writer slower than half the grace period does not commit: by then the
+/// sweep may already have judged its staged version unreferenced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_slower_than_the_commit_deadline_gives_up() {
+    let handler = skill_handler().await;
+    let config = FoldersConfig { grace_seconds: 1, ..FoldersConfig::default() };
+    let events: Arc<dyn EventBus> = Arc::new(InProcessEvents::new());
+    let engine = FolderEngine::new(Arc::new(InMemory::new()), in_process_locks(), events, config, BTreeMap::new());
+    let target = node("slow");
+    let mut staging = engine.stage(&target, &handler, &Preconditions::default()).await.unwrap();
+    staging.add_file("SKILL.md", body(&skill_md("slow"))).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let error = engine.commit(staging, &handler, &Preconditions::default(), None).await.unwrap_err();
+    assert!(matches!(error, FolderError::Conflict(_)), "{error}");
+    assert!(engine.live_marker(&target).await.unwrap().is_none());
+    engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_no_orphans(&engine, &target).await;
+}
