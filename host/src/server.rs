@@ -95,8 +95,19 @@ pub fn prepare(mut config: Config) -> anyhow::Result<Prepared> {
     Ok(Prepared { config, demo_keys })
 }
 
+/// Settings that parse but cannot work.
+fn check_settings(config: &Config) -> anyhow::Result<()> {
+    anyhow::ensure!(config.locks.ttl_ms >= 300, "locks.ttl_ms must be at least 300 (the lease is renewed at a third)");
+    anyhow::ensure!(
+        config.folders.grace_seconds >= 1,
+        "folders.grace_seconds must be at least 1: writers must commit within half of it"
+    );
+    Ok(())
+}
+
 /// Everything a running server holds, built from a prepared configuration.
 pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
+    check_settings(config)?;
     let secret = config.encryption.secret.as_deref().context("encryption.secret is not set")?;
     let auth = Authenticator::new(config.keys.clone(), &config.identity, &config.access)?;
     let store = storage::open(&config.storage_url(), &config.storage.options)?;

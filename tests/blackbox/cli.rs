@@ -22,6 +22,11 @@ fn check_config_reports_a_good_file_and_names_a_bad_key() {
     assert!(!ok);
     assert!(stderr.contains("listen_port"), "{stderr}");
 
+    let short_lease = setup.config("[locks]\nttl_ms = 10\n");
+    let (ok, _, stderr) = setup.run(&["check-config", "--config", short_lease.to_str().unwrap()], &[]);
+    assert!(!ok);
+    assert!(stderr.contains("locks.ttl_ms must be at least 300"), "{stderr}");
+
     let (ok, _, stderr) = setup.run(&["check-config", "--config", "/no/such/file.toml"], &[]);
     assert!(!ok);
     assert!(stderr.contains("does not exist"), "{stderr}");
