@@ -39,6 +39,8 @@ use crate::handlers::{
 use crate::locks::{LockError, LockGuard, LockService};
 use crate::resource_url::{ResourceUrl, UrlError};
 
+/// Marker reads a listing keeps in flight.
+const LISTING_READ_AHEAD: usize = 16;
 /// Buffer of one streamed upload before it becomes a multipart upload.
 const UPLOAD_BUFFER_BYTES: usize = 8 << 20;
 
@@ -762,16 +764,22 @@ impl FolderEngine {
             .filter_map(|prefix| prefix.parts().next_back().map(|part| decode_part(&part)))
             .collect();
         names.sort();
+        let candidates: Vec<String> =
+            names.into_iter().filter(|name| token.is_none_or(|t| name.as_str() > t)).collect();
+        // Marker reads overlap (a few pages' worth of latency becomes one);
+        // order is kept, and at most LISTING_READ_AHEAD reads run past the page.
+        let mut classified = futures_util::stream::iter(candidates)
+            .map(|name| async move { self.classify_child(node, &name).await })
+            .buffered(LISTING_READ_AHEAD);
         let mut items = Vec::new();
         let mut next_token = None;
-        for name in names.into_iter().filter(|name| token.is_none_or(|t| name.as_str() > t)) {
+        while let Some(listed) = classified.next().await {
+            let Some(listed) = listed? else { continue };
             if items.len() == limit {
-                next_token = items.last().map(|_| last_name(&items));
+                next_token = Some(last_name(&items));
                 break;
             }
-            if let Some(listed) = self.classify_child(node, &name).await? {
-                items.push(listed);
-            }
+            items.push(listed);
         }
         Ok(Listing { items, next_token })
     }
