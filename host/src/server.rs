@@ -111,6 +111,12 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     let secret = config.encryption.secret.as_deref().context("encryption.secret is not set")?;
     let auth = Authenticator::new(config.keys.clone(), &config.identity, &config.access)?;
     let store = storage::open(&config.storage_url(), &config.storage.options)?;
+    if !storage::supports_cas_natively(&config.storage_url()) && config.redis.url.is_some() {
+        tracing::warn!(
+            "storage {} has no conditional writes: it is safe for one instance only, whatever Redis coordinates",
+            config.storage_url()
+        );
+    }
     let runtime = Runtime::new(
         RuntimeLimits::from_config(&config.handlers),
         Some(config.handler_cache_dir()),
