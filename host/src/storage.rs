@@ -14,9 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::future::Future;
 use std::ops::Range;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -231,62 +229,32 @@ impl<S: fmt::Display> fmt::Display for SerializedUpdates<S> {
     }
 }
 
-/// What `#[async_trait]` turns an `async fn` of `ObjectStore` into (written out to avoid the dependency).
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = object_store::Result<T>> + Send + 'a>>;
-
+// `ObjectStore` is an `async_trait` trait: implement it the same way.
+#[async_trait::async_trait]
 impl<S: ObjectStore> ObjectStore for SerializedUpdates<S> {
-    fn put_opts<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        location: &'life1 Path,
+    async fn put_opts(
+        &self,
+        location: &Path,
         payload: PutPayload,
         opts: PutOptions,
-    ) -> BoxFuture<'async_trait, PutResult>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(self.put_serialized(location, payload, opts))
+    ) -> object_store::Result<PutResult> {
+        self.put_serialized(location, payload, opts).await
     }
 
-    fn put_multipart_opts<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        location: &'life1 Path,
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
         opts: PutMultipartOptions,
-    ) -> BoxFuture<'async_trait, Box<dyn MultipartUpload>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.put_multipart_opts(location, opts)
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
     }
 
-    fn get_opts<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        location: &'life1 Path,
-        options: GetOptions,
-    ) -> BoxFuture<'async_trait, GetResult>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.get_opts(location, options)
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
     }
 
-    fn get_ranges<'life0, 'life1, 'life2, 'async_trait>(
-        &'life0 self,
-        location: &'life1 Path,
-        ranges: &'life2 [Range<u64>],
-    ) -> BoxFuture<'async_trait, Vec<Bytes>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        'life2: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.get_ranges(location, ranges)
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> object_store::Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
     }
 
     fn delete_stream(
@@ -308,46 +276,16 @@ impl<S: ObjectStore> ObjectStore for SerializedUpdates<S> {
         self.inner.list_with_offset(prefix, offset)
     }
 
-    fn list_with_delimiter<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        prefix: Option<&'life1 Path>,
-    ) -> BoxFuture<'async_trait, ListResult>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.list_with_delimiter(prefix)
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
     }
 
-    fn copy_opts<'life0, 'life1, 'life2, 'async_trait>(
-        &'life0 self,
-        from: &'life1 Path,
-        to: &'life2 Path,
-        options: CopyOptions,
-    ) -> BoxFuture<'async_trait, ()>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        'life2: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(self.copy_serialized(from, to, options))
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+        self.copy_serialized(from, to, options).await
     }
 
-    fn rename_opts<'life0, 'life1, 'life2, 'async_trait>(
-        &'life0 self,
-        from: &'life1 Path,
-        to: &'life2 Path,
-        options: RenameOptions,
-    ) -> BoxFuture<'async_trait, ()>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        'life2: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(self.rename_serialized(from, to, options))
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> object_store::Result<()> {
+        self.rename_serialized(from, to, options).await
     }
 }
 
