@@ -100,6 +100,8 @@ async fn a_skill_round_trips_as_a_zip_with_conditional_requests() {
     expected.sort();
     assert_eq!(unzip(&zip.bytes), expected, "same files, marker excluded");
 
+    // The listing's URL form (trailing slash) reads the same resource.
+    assert_eq!(f.get(&f.url("team/pdf-tools/")).await.etag(), etag);
     let cached = f.client.get(&f.url("team/pdf-tools"), &[("Api-Key", OWNER), ("If-None-Match", &etag)]).await;
     assert_eq!(cached.status, 304);
 

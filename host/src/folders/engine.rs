@@ -354,8 +354,10 @@ impl FolderEngine {
 
     /// The marker of the resource a whole-resource GET addresses; a folder
     /// there is a 400 (use the listing).
+    /// Listings give resources a URL ending in `/`; that form reads the
+    /// resource too.
     pub async fn resource_for_read(&self, node: &Node) -> Result<ResourceMarker, FolderError> {
-        if node.url.is_folder() {
+        if node.url.is_bucket_root() {
             return Err(self.folder_read_error(node).await?);
         }
         match self.live_marker(node).await? {
