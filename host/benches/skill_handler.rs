@@ -77,16 +77,14 @@ fn micros(d: Duration) -> String {
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let limits = RuntimeLimits::from_config(&HandlersConfig::default());
-    let wasm_runtime = Runtime::new(limits, None, true).unwrap();
-    let pooling = wasm_runtime.uses_pooling();
-    let registry = runtime.block_on(HandlerRegistry::load(wasm_runtime, &HandlersConfig::default())).unwrap();
-    let skills = registry.get("skills").unwrap().clone();
     let resource = ResourceInfo { name: "pdf-processing".into(), path: "team/pdf-processing".into() };
     let native_resource = native::ResourceInfo { name: resource.name.clone(), path: resource.path.clone() };
 
-    println!("| case | native | wasm (fresh instance per call) | ratio wasm/native | overhead per call |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "| case | memory kept resident | native | wasm (fresh instance per call) | ratio wasm/native | overhead per call |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let mut pooling = false;
     for (label, extra) in [("2 KiB SKILL.md", 0), ("10-file skill", 9)] {
         let files = skill_files(extra);
         let entries: Vec<FileEntry> = files.entries();
@@ -107,35 +105,45 @@ fn main() {
                 native::build_marker_metadata(&native_resource, &native_entries, &mut MapReader(&contents)).unwrap();
             black_box((warnings, metadata));
         });
-        let wasm_time = measure(|| {
-            runtime.block_on(async {
-                let verdict = skills.validate(&resource, &entries, source.clone()).await.unwrap();
-                let metadata =
-                    skills.build_marker_metadata(&resource, &entries, source.clone()).await.unwrap().unwrap();
-                black_box((verdict, metadata));
-            })
-        });
-        let ratio = wasm_time.as_secs_f64() / native_time.as_secs_f64();
-        // Two handler calls per iteration.
-        let overhead = wasm_time.saturating_sub(native_time) / 2;
-        println!(
-            "| validate + build-marker-metadata, {label} | {} | {} | {ratio:.2}× | {} |",
-            micros(native_time),
-            micros(wasm_time),
-            micros(overhead)
-        );
+        // The pooling allocator's reset of an instance's memory: returned to
+        // the kernel (0) or kept resident and zeroed with memset.
+        for keep_resident_kib in [0u64, 256, 1024] {
+            let config = HandlersConfig { memory_keep_resident_kib: keep_resident_kib, ..HandlersConfig::default() };
+            let wasm_runtime = Runtime::new(RuntimeLimits::from_config(&config), None, true).unwrap();
+            pooling = wasm_runtime.uses_pooling();
+            let registry = runtime.block_on(HandlerRegistry::load(wasm_runtime, &config)).unwrap();
+            let skills = registry.get("skills").unwrap().clone();
+            let wasm_time = measure(|| {
+                runtime.block_on(async {
+                    let verdict = skills.validate(&resource, &entries, source.clone()).await.unwrap();
+                    let metadata =
+                        skills.build_marker_metadata(&resource, &entries, source.clone()).await.unwrap().unwrap();
+                    black_box((verdict, metadata));
+                })
+            });
+            let ratio = wasm_time.as_secs_f64() / native_time.as_secs_f64();
+            // Two handler calls per iteration.
+            let overhead = wasm_time.saturating_sub(native_time) / 2;
+            println!(
+                "| validate + build-marker-metadata, {label} | {keep_resident_kib} KiB | {} | {} | {ratio:.2}× | {} |",
+                micros(native_time),
+                micros(wasm_time),
+                micros(overhead)
+            );
+            if extra == 0 {
+                let trivial = measure(|| {
+                    runtime.block_on(async {
+                        black_box(skills.validate_file_mutation("scripts/a.py", Mutation::Put).await.unwrap()).unwrap();
+                    })
+                });
+                println!(
+                    "| validate-file-mutation (no work: the fixed cost of one call) | {keep_resident_kib} KiB | – | {} | – | {} |",
+                    micros(trivial),
+                    micros(trivial)
+                );
+            }
+        }
     }
-
-    let trivial = measure(|| {
-        runtime.block_on(async {
-            black_box(skills.validate_file_mutation("scripts/a.py", Mutation::Put).await.unwrap()).unwrap();
-        })
-    });
-    println!(
-        "| validate-file-mutation (no work: the fixed cost of one call) | – | {} | – | {} |",
-        micros(trivial),
-        micros(trivial)
-    );
     println!();
     println!(
         "pooling allocator: {pooling}; {ROUNDS} rounds × {} ms per case; median of round means",

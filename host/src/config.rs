@@ -180,6 +180,10 @@ pub struct HandlersConfig {
     pub max_concurrent_calls: u32,
     /// Use the pooling instance allocator when the address space allows it.
     pub pooling: bool,
+    /// Pooling only: bytes of each instance's memory reset with `memset`
+    /// (kept resident) instead of being returned to the kernel, which avoids
+    /// page faults and TLB flushes on the next call.
+    pub memory_keep_resident_kib: u64,
     /// Per-type settings, keyed by URL group (e.g. `[handlers.types.skills]`).
     pub types: BTreeMap<String, TypeSettings>,
 }
@@ -195,6 +199,7 @@ impl Default for HandlersConfig {
             read_budget_bytes: 16 << 20,
             max_concurrent_calls: 32,
             pooling: true,
+            memory_keep_resident_kib: 0,
             types: BTreeMap::new(),
         }
     }

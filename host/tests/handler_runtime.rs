@@ -25,6 +25,7 @@ fn limits() -> RuntimeLimits {
         memory_limit_bytes: 32 << 20,
         read_budget_bytes: 4 << 20,
         max_concurrent_calls: 4,
+        memory_keep_resident_bytes: 0,
     }
 }
 

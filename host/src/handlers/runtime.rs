@@ -53,6 +53,8 @@ pub struct RuntimeLimits {
     pub memory_limit_bytes: u64,
     pub read_budget_bytes: u64,
     pub max_concurrent_calls: u32,
+    /// Pooling allocator tuning: memory reset by memset rather than madvise.
+    pub memory_keep_resident_bytes: u64,
 }
 
 impl RuntimeLimits {
@@ -63,6 +65,7 @@ impl RuntimeLimits {
             memory_limit_bytes: config.memory_limit_mib.max(1) << 20,
             read_budget_bytes: config.read_budget_bytes,
             max_concurrent_calls: config.max_concurrent_calls.max(1),
+            memory_keep_resident_bytes: config.memory_keep_resident_kib << 10,
         }
     }
 
@@ -475,7 +478,8 @@ fn engine_config(limits: &RuntimeLimits, pooling: bool) -> Config {
             .total_memories(calls * 2)
             .total_tables(calls * 4)
             .total_stacks(calls)
-            .max_memory_size(usize::try_from(limits.memory_limit_bytes).unwrap_or(usize::MAX));
+            .max_memory_size(usize::try_from(limits.memory_limit_bytes).unwrap_or(usize::MAX))
+            .linear_memory_keep_resident(usize::try_from(limits.memory_keep_resident_bytes).unwrap_or(0));
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     config
