@@ -12,12 +12,14 @@
 //! `cargo bench -p dial-host --bench folders` prints Markdown tables for
 //! `docs/benchmarks.md`. Latencies are medians over iterations.
 
+#[path = "../../tests/instrumented_store.rs"]
+mod instrumented_store;
+
 use std::collections::{BTreeMap, VecDeque};
-use std::fmt;
 use std::hint::black_box;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
@@ -31,13 +33,11 @@ use dial_host::folders::{FolderEngine, Node};
 use dial_host::handlers::{Handler, HandlerRegistry, Runtime, RuntimeLimits};
 use dial_host::locks::{InProcessLocks, LockService};
 use dial_host::resource_url::{Intent, ResourceUrl};
-use futures_util::stream::{self, BoxStream, StreamExt};
+use futures_util::stream::{self, StreamExt};
+use instrumented_store::InstrumentedStore;
 use md5::{Digest, Md5};
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, ObjectStoreExt,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
-};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const COMMAND: &str = "cargo bench -p dial-host --bench folders";
@@ -276,98 +276,9 @@ async fn put_and_get(handler: &Handler) {
 
 // ----- 3. listing ------------------------------------------------------------
 
-/// Counts the reads and listings that reach the wrapped store.
-#[derive(Debug)]
-struct CountingStore {
-    inner: Arc<dyn ObjectStore>,
-    gets: AtomicUsize,
-    listings: AtomicUsize,
-}
-
-impl CountingStore {
-    fn new(inner: Arc<dyn ObjectStore>) -> Self {
-        Self { inner, gets: AtomicUsize::new(0), listings: AtomicUsize::new(0) }
-    }
-
-    /// (gets, listings) since the last call.
-    fn take(&self) -> (usize, usize) {
-        (self.gets.swap(0, Ordering::SeqCst), self.listings.swap(0, Ordering::SeqCst))
-    }
-}
-
-impl fmt::Display for CountingStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "CountingStore({})", self.inner)
-    }
-}
-
-#[async_trait::async_trait]
-impl ObjectStore for CountingStore {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
-        self.gets.fetch_add(1, Ordering::SeqCst);
-        self.inner.get_opts(location, options).await
-    }
-
-    async fn get_ranges(&self, location: &Path, ranges: &[std::ops::Range<u64>]) -> object_store::Result<Vec<Bytes>> {
-        self.gets.fetch_add(1, Ordering::SeqCst);
-        self.inner.get_ranges(location, ranges).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.listings.fetch_add(1, Ordering::SeqCst);
-        self.inner.list(prefix)
-    }
-
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.listings.fetch_add(1, Ordering::SeqCst);
-        self.inner.list_with_offset(prefix, offset)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.listings.fetch_add(1, Ordering::SeqCst);
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-
-    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> object_store::Result<()> {
-        self.inner.rename_opts(from, to, options).await
-    }
-}
-
 async fn listing(handler: &Handler) {
     let dir = tempfile::tempdir().unwrap();
-    let counting = Arc::new(CountingStore::new(local_store(&dir)));
+    let counting = Arc::new(InstrumentedStore::new(local_store(&dir)));
     let engine = engine_on(counting.clone());
     let conditions = Preconditions::default();
 
@@ -395,17 +306,17 @@ async fn listing(handler: &Handler) {
     let (mut raw_times, mut page_times) = (vec![], vec![]);
     let (mut raw_counts, mut page_counts) = ((0, 0), (0, 0));
     for round in 0..LIST_ROUNDS + 1 {
-        counting.take();
+        counting.take_reads();
         let start = Instant::now();
         let children = counting.list_with_delimiter(Some(&prefix)).await.unwrap();
         let raw_time = start.elapsed();
-        raw_counts = counting.take();
+        raw_counts = counting.take_reads();
         assert_eq!(children.common_prefixes.len(), FOLDER_SKILLS);
 
         let start = Instant::now();
         let page = engine.list(&folder, false, None, PAGE).await.unwrap();
         let page_time = start.elapsed();
-        page_counts = counting.take();
+        page_counts = counting.take_reads();
         assert_eq!(page.items.len(), PAGE);
         assert!(page.next_token.is_some());
         if round > 0 {

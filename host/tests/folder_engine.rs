@@ -2,13 +2,13 @@
 //! storage failures, the GC sweep, and racing writers on S3 (moto) with
 //! in-process and Redis locks.
 
+#[path = "../../tests/instrumented_store.rs"]
+mod instrumented_store;
 #[path = "../../tests/services.rs"]
 mod services;
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,126 +20,11 @@ use dial_host::folders::{FolderEngine, FolderError, Node};
 use dial_host::handlers::{Handler, HandlerRegistry, Runtime, RuntimeLimits};
 use dial_host::locks::{InProcessLocks, LockService};
 use dial_host::resource_url::{Intent, ResourceUrl};
-use futures_util::stream::{self, BoxStream, StreamExt, TryStreamExt};
+use futures_util::stream::{self, TryStreamExt};
+use instrumented_store::InstrumentedStore;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, ObjectStoreExt,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
-};
-
-// ----- a store that fails the Nth write ------------------------------------
-
-/// Wraps a store and fails its `fail_at`-th mutating call (1-based), as a
-/// crash at that point would: nothing after it happens.
-#[derive(Debug)]
-struct FaultyStore {
-    inner: Arc<dyn ObjectStore>,
-    writes: AtomicUsize,
-    fail_at: AtomicUsize,
-}
-
-impl FaultyStore {
-    fn new(inner: Arc<dyn ObjectStore>) -> Self {
-        Self { inner, writes: AtomicUsize::new(0), fail_at: AtomicUsize::new(usize::MAX) }
-    }
-
-    fn arm(&self, fail_at: usize) {
-        self.writes.store(0, Ordering::SeqCst);
-        self.fail_at.store(fail_at, Ordering::SeqCst);
-    }
-
-    fn disarm(&self) {
-        self.fail_at.store(usize::MAX, Ordering::SeqCst);
-    }
-
-    fn writes(&self) -> usize {
-        self.writes.load(Ordering::SeqCst)
-    }
-
-    fn check(&self) -> object_store::Result<()> {
-        let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
-        if n >= self.fail_at.load(Ordering::SeqCst) {
-            return Err(object_store::Error::Generic {
-                store: "faulty",
-                source: format!("injected failure at write {n}").into(),
-            });
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Display for FaultyStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "FaultyStore({})", self.inner)
-    }
-}
-
-#[async_trait::async_trait]
-impl ObjectStore for FaultyStore {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        self.check()?;
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.check()?;
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-
-    async fn get_ranges(&self, location: &Path, ranges: &[std::ops::Range<u64>]) -> object_store::Result<Vec<Bytes>> {
-        self.inner.get_ranges(location, ranges).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        match self.check() {
-            Ok(()) => self.inner.delete_stream(locations),
-            Err(error) => stream::once(async move { Err(error) }).boxed(),
-        }
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
-        self.check()?;
-        self.inner.copy_opts(from, to, options).await
-    }
-
-    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> object_store::Result<()> {
-        self.check()?;
-        self.inner.rename_opts(from, to, options).await
-    }
-}
+use object_store::{ObjectStore, ObjectStoreExt};
 
 // ----- fixtures -------------------------------------------------------------
 
@@ -237,7 +122,7 @@ where
     let old_state = as_map(old);
     let new_state = new.map(as_map);
     for fail_at in 1.. {
-        let faulty = Arc::new(FaultyStore::new(Arc::new(InMemory::new())));
+        let faulty = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
         let engine = Arc::new(engine_on(faulty.clone(), in_process_locks()));
         put_whole(&engine, &handler, &target, old, &Preconditions::default()).await.unwrap();
         faulty.arm(fail_at);
