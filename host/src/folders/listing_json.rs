@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::engine::ListedNode;
-use super::marker::ResourceMarker;
+use super::marker::{FolderMarker, ResourceMarker};
 use crate::resource_url::ResourceUrl;
 
 /// DIAL's `resourceType` for a handler type: `skill` → `SKILL`.
@@ -35,11 +35,7 @@ pub fn resource_json(url: &ResourceUrl, marker: &ResourceMarker) -> Value {
 pub fn node_json(listed: &ListedNode) -> Value {
     match listed {
         ListedNode::Resource { url, marker } => resource_json(url, marker),
-        ListedNode::Folder { url, marker } => {
-            let mut node = base(url, "FOLDER");
-            node["createdAt"] = json!(marker.created_at);
-            node
-        }
+        ListedNode::Folder { url, marker } => folder_json(url, Some(marker)),
         ListedNode::File { resource, path, record } => {
             let mut node = file_base(resource, path, "ITEM");
             node["etag"] = json!(record.etag);
@@ -48,6 +44,15 @@ pub fn node_json(listed: &ListedNode) -> Value {
         }
         ListedNode::FileDirectory { resource, path } => file_base(resource, &format!("{path}/"), "FOLDER"),
     }
+}
+
+/// The JSON of a DIAL folder (the bucket root too, which has no marker).
+pub fn folder_json(url: &ResourceUrl, marker: Option<&FolderMarker>) -> Value {
+    let mut node = base(url, "FOLDER");
+    if let Some(marker) = marker {
+        node["createdAt"] = json!(marker.created_at);
+    }
+    node
 }
 
 fn base(url: &ResourceUrl, node_type: &str) -> Value {

@@ -19,11 +19,11 @@ use super::error::ApiError;
 use crate::access::{self, Permission};
 use crate::auth::Caller;
 use crate::etag::Preconditions;
+use crate::folders::Node;
 use crate::folders::archive::stream_zip;
-use crate::folders::listing_json::{node_json, resource_json};
+use crate::folders::listing_json::{folder_json, node_json, resource_json};
 use crate::folders::marker::md5_hex;
 use crate::folders::names::FILES_SEGMENT;
-use crate::folders::{FolderEngine, Node};
 use crate::handlers::Handler;
 use crate::resource_url::{Intent, ResourceUrl};
 
@@ -107,10 +107,6 @@ fn with_etag(mut response: Response, etag: &str) -> Response {
     response
 }
 
-fn engine(state: &AppState) -> &FolderEngine {
-    state.folders()
-}
-
 /// `GET /v2/{g}/{b}/{path}`: the ZIP; `…/files/{file}`: one file.
 pub async fn get(
     State(state): State<AppState>,
@@ -120,7 +116,7 @@ pub async fn get(
 ) -> Result<Response, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Read)?;
     let conditions = Preconditions::from_headers(&headers);
-    let engine = engine(&state);
+    let engine = state.folders();
     let marker = engine.resource_for_read(&target.node).await?;
     match target.file {
         None => {
@@ -186,18 +182,11 @@ pub async fn put(
 ) -> Result<Response, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Write, Permission::Write)?;
     let conditions = Preconditions::from_headers(&headers);
-    let engine = engine(&state);
+    let engine = state.folders();
     if target.file.is_none() && target.node.url.is_folder() {
         let marker = engine.create_folder(&target.node, author(&caller)).await?;
         let etag = md5_hex(&marker.to_json());
-        let body = Json(json!({
-            "name": target.node.url.name(),
-            "parentPath": target.node.url.parent_path(),
-            "bucket": target.node.url.bucket(),
-            "url": target.node.url.to_string(),
-            "nodeType": "FOLDER",
-            "createdAt": marker.created_at,
-        }));
+        let body = Json(folder_json(&target.node.url, Some(&marker)));
         return Ok(with_etag(body.into_response(), &etag));
     }
     let mut multipart = Multipart::from_request(request, &state).await.map_err(|rejection| {
@@ -246,7 +235,7 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Write)?;
     let conditions = Preconditions::from_headers(&headers);
-    let engine = engine(&state);
+    let engine = state.folders();
     match &target.file {
         Some(file) => {
             let committed = engine.delete_file(&target.node, file, &target.handler, &conditions).await?;
@@ -284,7 +273,7 @@ pub async fn metadata(
         return Err(ApiError::bad_request(format!("limit must be between 1 and {MAX_LIMIT}")));
     }
     let recursive = query.recursive.unwrap_or(false);
-    let engine = engine(&state);
+    let engine = state.folders();
     let url = &target.node.url;
 
     if let Some(dir) = &target.file {
@@ -306,15 +295,8 @@ pub async fn metadata(
         None => None,
     };
     let listing = engine.list(&folder, recursive, token.as_deref(), limit).await?;
-    let folder_url = &folder.url;
-    let mut node = json!({
-        "name": folder_url.name(),
-        "parentPath": folder_url.parent_path(),
-        "bucket": folder_url.bucket(),
-        "url": folder_url.to_string(),
-        "nodeType": "FOLDER",
-        "items": listing.items.iter().map(node_json).collect::<Vec<_>>(),
-    });
+    let mut node = folder_json(&folder.url, None);
+    node["items"] = json!(listing.items.iter().map(node_json).collect::<Vec<_>>());
     if let Some(token) = listing.next_token {
         node["nextToken"] = json!(bs58::encode(token.as_bytes()).into_string());
     }
@@ -354,7 +336,7 @@ pub async fn restore(
     if target.node.url.group() != group {
         return Err(ApiError::bad_request(format!("{} is not a {group} resource", target.node.url)));
     }
-    let marker = engine(&state).restore(&target.node).await?;
+    let marker = state.folders().restore(&target.node).await?;
     Ok(with_etag(Json(resource_json(&target.node.url, &marker)).into_response(), &marker.etag))
 }
 
