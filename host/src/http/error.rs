@@ -7,6 +7,7 @@
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use crate::access::AccessDenied;
 use crate::auth::AuthError;
 use crate::buckets::InvalidBucket;
 use crate::folders::FolderError;
@@ -52,6 +53,12 @@ impl From<AuthError> for ApiError {
             AuthError::Missing | AuthError::UnknownKey | AuthError::BadToken(_) => StatusCode::UNAUTHORIZED,
         };
         Self::new(status, error.to_string())
+    }
+}
+
+impl From<AccessDenied> for ApiError {
+    fn from(error: AccessDenied) -> Self {
+        Self::new(StatusCode::FORBIDDEN, error.to_string())
     }
 }
 

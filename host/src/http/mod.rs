@@ -15,6 +15,7 @@ use object_store::ObjectStore;
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::trace::TraceLayer;
 
+use crate::access::AccessService;
 use crate::auth::Authenticator;
 use crate::buckets::BucketCodec;
 use crate::folders::FolderEngine;
@@ -29,6 +30,7 @@ pub struct AppState {
 /// The services routes use.
 pub struct Services {
     pub auth: Authenticator,
+    pub access: AccessService,
     pub buckets: BucketCodec,
     pub handlers: HandlerRegistry,
     pub store: Arc<dyn ObjectStore>,
@@ -42,6 +44,10 @@ impl AppState {
 
     pub fn auth(&self) -> &Authenticator {
         &self.inner.auth
+    }
+
+    pub fn access(&self) -> &AccessService {
+        &self.inner.access
     }
 
     pub fn buckets(&self) -> &BucketCodec {

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::ApiError;
-use crate::access::{self, Permission};
+use crate::access::{Permission, Resource};
 use crate::auth::Caller;
 use crate::etag::Preconditions;
 use crate::folders::Node;
@@ -39,7 +39,7 @@ struct Target {
 }
 
 /// Parses `<group>/<bucket>/<path>[/files/<file>]` (raw) and checks access.
-fn resolve(
+async fn resolve(
     state: &AppState,
     caller: &Caller,
     raw: &str,
@@ -51,9 +51,7 @@ fn resolve(
     let handler =
         state.handlers().get(url.group()).cloned().ok_or_else(|| ApiError::not_found(&format!("/v2/{raw}")))?;
     let location = state.buckets().decode(url.bucket())?;
-    if !access::allows(caller, &location, permission) {
-        return Err(ApiError::forbidden(raw));
-    }
+    state.access().check(caller, Resource { url: &url, location: &location }, permission).await?;
     let file = match file_raw {
         Some(raw_file) => Some(decode_file_path(raw_file)?),
         None => None,
@@ -114,7 +112,7 @@ pub async fn get(
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Read)?;
+    let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Read).await?;
     let conditions = Preconditions::from_headers(&headers);
     let engine = state.folders();
     let marker = engine.resource_for_read(&target.node).await?;
@@ -180,7 +178,7 @@ pub async fn put(
     headers: HeaderMap,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Write, Permission::Write)?;
+    let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Write, Permission::Write).await?;
     let conditions = Preconditions::from_headers(&headers);
     let engine = state.folders();
     if target.file.is_none() && target.node.url.is_folder() {
@@ -233,7 +231,7 @@ pub async fn delete(
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Write)?;
+    let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Write).await?;
     let conditions = Preconditions::from_headers(&headers);
     let engine = state.folders();
     match &target.file {
@@ -267,7 +265,7 @@ pub async fn metadata(
     uri: Uri,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let target = resolve(&state, &caller, raw_path(&uri, "/v2/metadata/"), Intent::Read, Permission::Read)?;
+    let target = resolve(&state, &caller, raw_path(&uri, "/v2/metadata/"), Intent::Read, Permission::Read).await?;
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
     if limit == 0 || limit > MAX_LIMIT {
         return Err(ApiError::bad_request(format!("limit must be between 1 and {MAX_LIMIT}")));
@@ -332,7 +330,7 @@ pub async fn restore(
 ) -> Result<Response, ApiError> {
     let request: RestoreRequest =
         serde_json::from_str(&body).map_err(|e| ApiError::bad_request(format!("Failed to parse json: {e}")))?;
-    let target = resolve(&state, &caller, request.url.trim_start_matches('/'), Intent::Write, Permission::Write)?;
+    let target = resolve(&state, &caller, request.url.trim_start_matches('/'), Intent::Write, Permission::Write).await?;
     if target.node.url.group() != group {
         return Err(ApiError::bad_request(format!("{} is not a {group} resource", target.node.url)));
     }
