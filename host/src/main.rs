@@ -39,7 +39,7 @@ struct ConfigArg {
 #[derive(Subcommand)]
 enum HandlerCommand {
     /// Print what a handler component describes and whether it implements
-    /// the host's `dial:handler@1.0.0` world.
+    /// the host's `dial:handler@1.x` world.
     Inspect {
         /// The `.wasm` component.
         file: PathBuf,
@@ -110,7 +110,7 @@ async fn inspect(file: PathBuf) -> anyhow::Result<ExitCode> {
     match runtime.load(wasm, HandlerSource::File(file.clone())).await {
         Ok(loaded) => {
             let d = loaded.description();
-            println!("world:   dial:handler@1.0.0 — implemented");
+            println!("world:   dial:handler@1.x — implemented");
             println!("sha256:  {}", loaded.sha256());
             println!("type:    {}", d.type_name);
             println!("group:   {} (routes /v2/{}/…)", d.group, d.group);
@@ -126,7 +126,7 @@ async fn inspect(file: PathBuf) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => {
-            println!("world:   dial:handler@1.0.0 — NOT implemented");
+            println!("world:   dial:handler@1.x — NOT implemented");
             println!("problem: {error}");
             Ok(ExitCode::FAILURE)
         }

@@ -149,7 +149,14 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     if config.folders.gc_interval_seconds > 0 {
         spawn_sweeper(&folders, Duration::from_secs(config.folders.gc_interval_seconds));
     }
-    Ok(AppState::new(Services { auth, access: AccessService::new(), buckets: BucketCodec::new(secret), handlers, store, folders }))
+    Ok(AppState::new(Services {
+        auth,
+        access: AccessService::new(),
+        buckets: BucketCodec::new(secret),
+        handlers,
+        store,
+        folders,
+    }))
 }
 
 /// Runs the server until Ctrl-C or SIGTERM.

@@ -210,6 +210,7 @@ async fn components_of_another_world_are_refused_at_load() {
     let other = std::fs::read(guest("not_a_handler")).unwrap();
     let error = runtime.load(other, HandlerSource::File("other.wasm".into())).await.err().unwrap();
     assert!(matches!(error, LoadError::NotAHandler(_)), "{error}");
+    assert!(error.to_string().contains("does not implement the dial:handler@1.x world"), "{error}");
 
     let error = runtime.load(b"not wasm at all".to_vec(), HandlerSource::File("junk.wasm".into())).await.err().unwrap();
     assert!(matches!(error, LoadError::Compile(_)), "{error}");
@@ -262,4 +263,34 @@ async fn settings_for_an_unknown_type_are_a_startup_error() {
     let runtime = Runtime::new(limits(), None, false).unwrap();
     let error = HandlerRegistry::load(runtime, &config_with(None, &[("skils", true)])).await.err().unwrap();
     assert!(matches!(&error, RegistryError::UnknownType(group) if group == "skils"), "{error}");
+}
+
+/// Versioning policy: a handler built against `dial:handler@1.0.0` (the WIT
+/// frozen in `tests/guests/handler-1-0/wit`) keeps loading and working on a
+/// host whose WIT has gained backwards-compatible 1.x additions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handlers_built_against_wit_1_0_0_keep_working() {
+    let frozen =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/guests/handler-1-0/wit/handler.wit"))
+            .unwrap();
+    assert!(frozen.contains("package dial:handler@1.0.0;"), "the compatibility guest must stay on 1.0.0");
+    let current = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit/handler.wit")).unwrap();
+    assert!(!current.contains("package dial:handler@1.0.0;"), "the host WIT has moved past 1.0.0");
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(guest("handler_1_0"), dir.path().join("notes.wasm")).unwrap();
+    let runtime = Runtime::new(limits(), None, false).unwrap();
+    let registry = HandlerRegistry::load(runtime, &config_with(Some(dir.path().into()), &[])).await.unwrap();
+    let notes = registry.get("notes").expect("the 1.0.0 handler is loaded");
+    assert_eq!(notes.description().handler_version, "1.0.0");
+
+    let mut files = InMemoryFiles::new();
+    files.insert("NOTE.txt", "Shopping list\nmilk\n");
+    let files = Arc::new(files);
+    assert_eq!(validate(notes, "n", files.clone()).await.unwrap(), Verdict::Valid { warnings: vec![] });
+    let entries = files.entries();
+    let metadata = notes.build_marker_metadata(&resource("n"), &entries, files).await.unwrap().unwrap();
+    assert_eq!(metadata["title"], "Shopping list");
+    let refused = notes.validate_file_mutation("NOTE.txt", Mutation::Delete).await.unwrap();
+    assert!(refused.is_err());
 }

@@ -1,4 +1,4 @@
-//! Host-side bindings of the `dial:handler@1.0.0` world, generated from `wit/`.
+//! Host-side bindings of the `dial:handler@1.1.0` world, generated from `wit/`.
 
 wasmtime::component::bindgen!({
     world: "handler",

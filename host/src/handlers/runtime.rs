@@ -44,6 +44,9 @@ pub const MAX_READ_CHUNK: u32 = 1 << 20;
 const STDERR_CAPACITY: usize = 64 << 10;
 /// Table growth allowed per instance; Rust guests need a few hundred.
 const MAX_TABLE_ELEMENTS: usize = 100_000;
+/// Log lines one handler call may emit through the `log` import, and their length.
+const MAX_LOG_LINES: u32 = 64;
+const MAX_LOG_LINE_BYTES: usize = 1024;
 
 /// The sandbox limits every call runs under.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +87,7 @@ impl Default for RuntimeLimits {
 pub enum LoadError {
     #[error("not a valid WebAssembly component: {0}")]
     Compile(String),
-    #[error("does not implement the dial:handler@1.0.0 world: {0}")]
+    #[error("does not implement the dial:handler@1.x world (built against 1.0.0 up to this host's 1.1.0): {0}")]
     NotAHandler(String),
     #[error("describe failed: {0}")]
     Describe(HandlerError),
@@ -273,7 +276,7 @@ impl Runtime {
         files: Arc<dyn FileSource>,
     ) -> Result<(Call, bindings::Handler), HandlerError> {
         let permit = self.permits.clone().acquire_owned().await.expect("the call semaphore is never closed");
-        let mut store = Store::new(&self.engine, CallState::new(files, &self.limits));
+        let mut store = Store::new(&self.engine, CallState::new(files, &self.limits, component.label.clone()));
         store.limiter(|state| state);
         store.epoch_deadline_callback(|mut context| {
             let state = context.data_mut();
@@ -368,10 +371,13 @@ pub(super) struct CallState {
     cpu_ticks_left: u64,
     cpu_exhausted: bool,
     stderr: MemoryOutputPipe,
+    /// `name@version` of the handler, for its log lines.
+    label: String,
+    log_lines_left: u32,
 }
 
 impl CallState {
-    fn new(files: Arc<dyn FileSource>, limits: &RuntimeLimits) -> Self {
+    fn new(files: Arc<dyn FileSource>, limits: &RuntimeLimits, label: String) -> Self {
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
         let wasi = WasiCtx::builder()
             .stderr(stderr.clone())
@@ -397,6 +403,8 @@ impl CallState {
             cpu_ticks_left: limits.cpu_ticks(),
             cpu_exhausted: false,
             stderr,
+            label,
+            log_lines_left: MAX_LOG_LINES,
         }
     }
 }
@@ -422,6 +430,30 @@ impl ResourceLimiter for CallState {
 }
 
 impl bindings::dial::handler::types::Host for CallState {}
+
+impl bindings::dial::handler::log::Host for CallState {
+    async fn emit(&mut self, level: bindings::dial::handler::log::Level, mut message: String) {
+        // A chatty or hostile handler cannot flood the host's log.
+        if self.log_lines_left == 0 {
+            return;
+        }
+        self.log_lines_left -= 1;
+        if message.len() > MAX_LOG_LINE_BYTES {
+            let mut end = MAX_LOG_LINE_BYTES;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+        }
+        use bindings::dial::handler::log::Level;
+        let handler = self.label.as_str();
+        match level {
+            Level::Debug => tracing::debug!(target: "dial_host::handler_log", handler, "{message}"),
+            Level::Info => tracing::info!(target: "dial_host::handler_log", handler, "{message}"),
+            Level::Warn => tracing::warn!(target: "dial_host::handler_log", handler, "{message}"),
+        }
+    }
+}
 
 impl bindings::dial::handler::files::Host for CallState {
     async fn read(

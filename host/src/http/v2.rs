@@ -330,7 +330,8 @@ pub async fn restore(
 ) -> Result<Response, ApiError> {
     let request: RestoreRequest =
         serde_json::from_str(&body).map_err(|e| ApiError::bad_request(format!("Failed to parse json: {e}")))?;
-    let target = resolve(&state, &caller, request.url.trim_start_matches('/'), Intent::Write, Permission::Write).await?;
+    let target =
+        resolve(&state, &caller, request.url.trim_start_matches('/'), Intent::Write, Permission::Write).await?;
     if target.node.url.group() != group {
         return Err(ApiError::bad_request(format!("{} is not a {group} resource", target.node.url)));
     }
