@@ -86,7 +86,7 @@ async fn skill_handler() -> Handler {
     let config = HandlersConfig::default();
     let runtime = Runtime::new(RuntimeLimits::from_config(&config), None, config.pooling).unwrap();
     let registry = HandlerRegistry::load(runtime, &config).await.unwrap();
-    registry.get("skills").unwrap().clone()
+    registry.get("skills").unwrap()
 }
 
 fn engine_on(store: Arc<dyn ObjectStore>) -> FolderEngine {

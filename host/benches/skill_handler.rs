@@ -112,7 +112,7 @@ fn main() {
             let wasm_runtime = Runtime::new(RuntimeLimits::from_config(&config), None, true).unwrap();
             pooling = wasm_runtime.uses_pooling();
             let registry = runtime.block_on(HandlerRegistry::load(wasm_runtime, &config)).unwrap();
-            let skills = registry.get("skills").unwrap().clone();
+            let skills = registry.get("skills").unwrap();
             let wasm_time = measure(|| {
                 runtime.block_on(async {
                     let verdict = skills.validate(&resource, &entries, source.clone()).await.unwrap();

@@ -1,5 +1,5 @@
 //! The `dial-host` command: `serve` (the default), `check-config`,
-//! `handler inspect`.
+//! `handler inspect`, `handler test`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,7 +8,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use dial_host::config::Config;
-use dial_host::handlers::{HandlerSource, Runtime, RuntimeLimits};
+use dial_host::handlers::local::test_folder;
+use dial_host::handlers::{HandlerSource, Problem, Runtime, RuntimeLimits, Verdict};
 use dial_host::{server, telemetry};
 
 #[derive(Parser)]
@@ -44,6 +45,18 @@ enum HandlerCommand {
         /// The `.wasm` component.
         file: PathBuf,
     },
+    /// Run a handler's validate and metadata on a local folder and print the
+    /// verdict. Exit code 0: valid; 1: invalid; 2: the handler did not load
+    /// or failed.
+    Test {
+        /// The folder, laid out as the resource would be.
+        dir: PathBuf,
+        /// The `.wasm` component.
+        file: PathBuf,
+        /// Treat warnings as problems, like `[handlers.types.<group>] strict = true`.
+        #[arg(long)]
+        strict: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -60,6 +73,7 @@ fn main() -> ExitCode {
             Command::Serve(arg) => serve(arg).await,
             Command::CheckConfig(arg) => check_config(arg).await,
             Command::Handler(HandlerCommand::Inspect { file }) => inspect(file).await,
+            Command::Handler(HandlerCommand::Test { dir, file, strict }) => test_handler(dir, file, strict).await,
         }
     });
     match result {
@@ -95,7 +109,7 @@ async fn check_config(arg: ConfigArg) -> anyhow::Result<ExitCode> {
     let state = server::build_state(&prepared.config).await?;
     println!("configuration OK");
     println!("  storage: {}", prepared.config.storage_url());
-    for handler in state.handlers().iter() {
+    for handler in state.handlers().all() {
         println!("  handler: {} ({}, {})", handler.description().group, handler.label(), handler.source());
     }
     Ok(ExitCode::SUCCESS)
@@ -131,4 +145,42 @@ async fn inspect(file: PathBuf) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+async fn test_handler(dir: PathBuf, file: PathBuf, strict: bool) -> anyhow::Result<ExitCode> {
+    const HANDLER_FAILED: u8 = 2;
+    let wasm = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+    let runtime: Arc<Runtime> = Runtime::new(RuntimeLimits::default(), None, false)
+        .map_err(|e| anyhow::anyhow!("starting the handler runtime: {e}"))?;
+    let report = match test_folder(runtime, wasm, HandlerSource::File(file.clone()), &dir, strict).await {
+        Ok(report) => report,
+        Err(error) => {
+            println!("error:   {error}");
+            return Ok(ExitCode::from(HANDLER_FAILED));
+        }
+    };
+    println!("handler: {} ({})", report.handler.label(), report.handler.description().group);
+    println!("folder:  {}", dir.display());
+    let print = |kind: &str, problems: &[Problem]| {
+        for problem in problems {
+            println!("  {kind} {}: {}", problem.path.as_deref().unwrap_or("(resource)"), problem.message);
+        }
+    };
+    print("host error", &report.host_problems);
+    match &report.verdict {
+        Verdict::Valid { warnings } => print("warning", warnings),
+        Verdict::Invalid { problems } => print("error", problems),
+    }
+    match &report.metadata {
+        Some(Ok(metadata)) => {
+            for (key, value) in metadata {
+                println!("  metadata {key}: {value}");
+            }
+        }
+        Some(Err(problems)) => print("metadata error", problems),
+        None => {}
+    }
+    let valid = report.is_valid();
+    println!("verdict: {}", if valid { "valid" } else { "invalid" });
+    Ok(if valid { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

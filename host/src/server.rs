@@ -176,7 +176,7 @@ fn print_banner(config: &Config, state: &AppState, address: SocketAddr, keys: Op
     let url = format!("http://{address}");
     println!("dial-host {} listening on {url}", env!("CARGO_PKG_VERSION"));
     println!("  storage:  {}", config.storage_url());
-    for handler in state.handlers().iter() {
+    for handler in state.handlers().all() {
         println!("  handler:  /v2/{}/ ({}, {})", handler.description().group, handler.label(), handler.source());
     }
     if let Some(keys) = keys {

@@ -31,7 +31,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 async fn skill_handler() -> Handler {
     let runtime = Runtime::new(RuntimeLimits::default(), None, false).unwrap();
     let registry = HandlerRegistry::load(runtime, &HandlersConfig::default()).await.unwrap();
-    registry.get("skills").unwrap().clone()
+    registry.get("skills").unwrap()
 }
 
 fn engine_on(store: Arc<dyn ObjectStore>, locks: Arc<dyn LockService>) -> FolderEngine {

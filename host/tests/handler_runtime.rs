@@ -68,7 +68,7 @@ async fn validate(
 }
 
 async fn assert_skill_handler_works(registry: &HandlerRegistry) {
-    let skills = registry.get("skills").unwrap();
+    let skills = &registry.get("skills").unwrap();
     let verdict = validate(skills, "pdf-tools", skill_files(SKILL_MD)).await.unwrap();
     assert_eq!(verdict, Verdict::Valid { warnings: vec![] });
 }
@@ -76,7 +76,7 @@ async fn assert_skill_handler_works(registry: &HandlerRegistry) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skill_handler_validates_and_builds_metadata() {
     let registry = registry(&[]).await;
-    let skills = registry.get("skills").expect("built-in skill handler");
+    let skills = &registry.get("skills").expect("built-in skill handler");
     let description = skills.description();
     assert_eq!((description.type_name.as_str(), description.group.as_str()), ("skill", "skills"));
     assert_eq!(skills.source(), &HandlerSource::Builtin);
@@ -108,14 +108,14 @@ async fn warnings_are_accepted_unless_the_type_is_strict() {
     let display_name = SKILL_MD.replace("name: pdf-tools", "name: PDF Tools");
     let lenient = registry(&[]).await;
     let Verdict::Valid { warnings } =
-        validate(lenient.get("skills").unwrap(), "pdf-tools", skill_files(&display_name)).await.unwrap()
+        validate(&lenient.get("skills").unwrap(), "pdf-tools", skill_files(&display_name)).await.unwrap()
     else {
         panic!("a display name is a warning, not an error")
     };
     assert!(!warnings.is_empty());
 
     let strict = registry(&[("skills", true)]).await;
-    let handler = strict.get("skills").unwrap();
+    let handler = &strict.get("skills").unwrap();
     assert!(handler.is_strict());
     let Verdict::Invalid { problems } = validate(handler, "pdf-tools", skill_files(&display_name)).await.unwrap()
     else {
@@ -127,7 +127,7 @@ async fn warnings_are_accepted_unless_the_type_is_strict() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endless_loop_hits_the_cpu_deadline_and_the_host_keeps_serving() {
     let registry = registry(&[]).await;
-    let misbehaving = registry.get("misbehaving").unwrap();
+    let misbehaving = &registry.get("misbehaving").unwrap();
     let error = validate(misbehaving, "loop", Arc::new(InMemoryFiles::new())).await.unwrap_err();
     // The CPU deadline (100 ms), not the 20 s wall bound, stopped it.
     assert_eq!(error.kind, HandlerErrorKind::CpuLimit { limit_ms: 100 });
@@ -143,7 +143,7 @@ async fn an_endless_loop_hits_the_cpu_deadline_and_the_host_keeps_serving() {
 async fn a_memory_hog_hits_the_memory_cap() {
     let registry = registry(&[]).await;
     let error =
-        validate(registry.get("misbehaving").unwrap(), "hog", Arc::new(InMemoryFiles::new())).await.unwrap_err();
+        validate(&registry.get("misbehaving").unwrap(), "hog", Arc::new(InMemoryFiles::new())).await.unwrap_err();
     assert_eq!(error.kind, HandlerErrorKind::MemoryLimit { limit_mib: 32 });
     assert!(error.to_string().contains("misbehaving@0.1.0"));
     assert_skill_handler_works(&registry).await;
@@ -153,7 +153,7 @@ async fn a_memory_hog_hits_the_memory_cap() {
 async fn a_panic_is_reported_with_its_message() {
     let registry = registry(&[]).await;
     let error =
-        validate(registry.get("misbehaving").unwrap(), "panic", Arc::new(InMemoryFiles::new())).await.unwrap_err();
+        validate(&registry.get("misbehaving").unwrap(), "panic", Arc::new(InMemoryFiles::new())).await.unwrap_err();
     let HandlerErrorKind::Trapped { detail } = &error.kind else { panic!("expected a trap, got {error}") };
     assert!(detail.contains("panicked on purpose"), "{detail}");
     assert!(!error.caused_by_input());
@@ -165,7 +165,7 @@ async fn reads_stop_at_the_budget() {
     let registry = registry(&[]).await;
     let mut files = InMemoryFiles::new();
     files.insert("big.bin", vec![7u8; 1 << 20]);
-    let verdict = validate(registry.get("misbehaving").unwrap(), "greedy", Arc::new(files)).await.unwrap();
+    let verdict = validate(&registry.get("misbehaving").unwrap(), "greedy", Arc::new(files)).await.unwrap();
     let Verdict::Invalid { problems } = verdict else { panic!("the guest reports the refused read") };
     assert!(problems[0].message.contains("BudgetExceeded(4194304)"), "{problems:?}");
 }
@@ -184,7 +184,7 @@ async fn a_looping_guest_does_not_block_the_async_runtime() {
         }
     });
     let error =
-        validate(registry.get("misbehaving").unwrap(), "loop", Arc::new(InMemoryFiles::new())).await.unwrap_err();
+        validate(&registry.get("misbehaving").unwrap(), "loop", Arc::new(InMemoryFiles::new())).await.unwrap_err();
     ticker.abort();
     assert!(matches!(error.kind, HandlerErrorKind::CpuLimit { .. }));
     assert!(ticks.load(Ordering::Relaxed) >= 3, "the timer task never ran while the guest looped");
@@ -196,7 +196,7 @@ async fn more_calls_than_slots_queue_instead_of_failing() {
     let registry = HandlerRegistry::load(runtime, &HandlersConfig::default()).await.unwrap();
     let mut calls = tokio::task::JoinSet::new();
     for _ in 0..16 {
-        let skills = registry.get("skills").unwrap().clone();
+        let skills = registry.get("skills").unwrap();
         calls.spawn(async move { validate(&skills, "pdf-tools", skill_files(SKILL_MD)).await });
     }
     for verdict in calls.join_all().await {
@@ -281,7 +281,7 @@ async fn handlers_built_against_wit_1_0_0_keep_working() {
     std::fs::copy(guest("handler_1_0"), dir.path().join("notes.wasm")).unwrap();
     let runtime = Runtime::new(limits(), None, false).unwrap();
     let registry = HandlerRegistry::load(runtime, &config_with(Some(dir.path().into()), &[])).await.unwrap();
-    let notes = registry.get("notes").expect("the 1.0.0 handler is loaded");
+    let notes = &registry.get("notes").expect("the 1.0.0 handler is loaded");
     assert_eq!(notes.description().handler_version, "1.0.0");
 
     let mut files = InMemoryFiles::new();
@@ -293,4 +293,30 @@ async fn handlers_built_against_wit_1_0_0_keep_working() {
     assert_eq!(metadata["title"], "Shopping list");
     let refused = notes.validate_file_mutation("NOTE.txt", Mutation::Delete).await.unwrap();
     assert!(refused.is_err());
+}
+
+/// A request holds the handler it resolved: a reload swapping the group's
+/// component under it does not change or break the call in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_leaves_handlers_in_use_working() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(guest("handler_1_0"), dir.path().join("notes.wasm")).unwrap();
+    let runtime = Runtime::new(limits(), None, false).unwrap();
+    let registry = HandlerRegistry::load(runtime, &config_with(Some(dir.path().into()), &[])).await.unwrap();
+    let in_flight = registry.get("notes").unwrap();
+
+    // The same code with an extra custom section: a different component.
+    let mut changed = std::fs::read(guest("handler_1_0")).unwrap();
+    changed.extend_from_slice(&[0, 3, 1, b'x', b'y']);
+    std::fs::write(dir.path().join("notes.wasm"), changed).unwrap();
+    let report = registry.reload().await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    let current = registry.get("notes").unwrap();
+    assert_ne!(current.sha256(), in_flight.sha256());
+
+    let mut files = InMemoryFiles::new();
+    files.insert("NOTE.txt", "still here");
+    let files = Arc::new(files);
+    assert_eq!(validate(&in_flight, "n", files.clone()).await.unwrap(), Verdict::Valid { warnings: vec![] });
+    assert_eq!(validate(&current, "n", files).await.unwrap(), Verdict::Valid { warnings: vec![] });
 }

@@ -1,4 +1,4 @@
-//! The command line: `check-config` and `handler inspect`.
+//! The command line: `check-config`, `handler inspect` and `handler test`.
 
 use std::path::Path;
 
@@ -37,7 +37,7 @@ fn handler_inspect_describes_a_handler() {
     let setup = Setup::new();
     let (ok, stdout, stderr) = setup.run(&["handler", "inspect", &guest("dial_skill_handler")], &[]);
     assert!(ok, "{stdout}{stderr}");
-    assert!(stdout.contains("dial:handler@1.0.0 — implemented"), "{stdout}");
+    assert!(stdout.contains("dial:handler@1.x — implemented"), "{stdout}");
     assert!(stdout.contains("group:   skills"), "{stdout}");
     assert!(stdout.contains("type:    skill"), "{stdout}");
 }
@@ -54,4 +54,43 @@ fn handler_inspect_rejects_other_components() {
     let (ok, stdout, _) = setup.run(&["handler", "inspect", junk.to_str().unwrap()], &[]);
     assert!(!ok);
     assert!(stdout.contains("not a valid WebAssembly component"), "{stdout}");
+}
+
+#[test]
+fn handler_test_prints_the_verdict_for_a_local_folder() {
+    let setup = Setup::new();
+    let skill = setup.path().join("pdf-tools");
+    std::fs::create_dir_all(skill.join("scripts")).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: pdf-tools\ndescription: Extract text from PDFs.\nmetadata:\n  version: \"1.2\"\n---\n# PDF\n",
+    )
+    .unwrap();
+    std::fs::write(skill.join("scripts/extract.py"), "print('hi')\n").unwrap();
+    let handler = guest("dial_skill_handler");
+
+    let (code, stdout, stderr) = setup.run_for_code(&["handler", "test", skill.to_str().unwrap(), &handler], &[]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("metadata version: 1.2"), "{stdout}");
+    assert!(stdout.contains("verdict: valid"), "{stdout}");
+
+    // A warning (name differs from the folder) passes, unless --strict.
+    std::fs::write(skill.join("SKILL.md"), "---\nname: other\ndescription: d\n---\n").unwrap();
+    let (code, stdout, _) = setup.run_for_code(&["handler", "test", skill.to_str().unwrap(), &handler], &[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("warning SKILL.md:"), "{stdout}");
+    let (code, stdout, _) =
+        setup.run_for_code(&["handler", "test", "--strict", skill.to_str().unwrap(), &handler], &[]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.contains("verdict: invalid"), "{stdout}");
+
+    std::fs::remove_file(skill.join("SKILL.md")).unwrap();
+    let (code, stdout, _) = setup.run_for_code(&["handler", "test", skill.to_str().unwrap(), &handler], &[]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.contains("SKILL.md"), "{stdout}");
+
+    let (code, stdout, _) =
+        setup.run_for_code(&["handler", "test", skill.to_str().unwrap(), &guest("not_a_handler")], &[]);
+    assert_eq!(code, Some(2), "{stdout}");
+    assert!(stdout.contains("does not implement the dial:handler@1.x world"), "{stdout}");
 }

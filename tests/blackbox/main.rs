@@ -2,6 +2,7 @@
 
 mod auth;
 mod cli;
+mod handler_reload;
 #[path = "../services.rs"]
 mod services;
 mod shared_services;

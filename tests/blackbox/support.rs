@@ -135,6 +135,12 @@ impl Setup {
     /// Runs the binary to completion (for `check-config`, `handler inspect`,
     /// and starts that must fail): (success, stdout, stderr).
     pub fn run(&self, args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+        let (code, stdout, stderr) = self.run_for_code(args, env);
+        (code == Some(0), stdout, stderr)
+    }
+
+    /// Like [`Setup::run`], with the exit code (`None` when killed by a signal).
+    pub fn run_for_code(&self, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
         let mut command = Command::new(BINARY);
         command.args(args).current_dir(self.path()).envs(self.environment()).env_remove("DIAL_HOST_CONFIG");
         for (key, value) in env {
@@ -142,7 +148,7 @@ impl Setup {
         }
         let output = command.output().expect("run dial-host");
         (
-            output.status.success(),
+            output.status.code(),
             String::from_utf8_lossy(&output.stdout).into_owned(),
             String::from_utf8_lossy(&output.stderr).into_owned(),
         )

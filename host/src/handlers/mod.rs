@@ -13,6 +13,7 @@
 mod bindings;
 pub mod cache;
 pub mod files;
+pub mod local;
 pub mod registry;
 pub mod runtime;
 
@@ -107,7 +108,7 @@ pub struct HandlerDescription {
 }
 
 /// Where a handler came from, for listings and messages.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(tag = "kind", content = "path", rename_all = "lowercase")]
 pub enum HandlerSource {
     Builtin,

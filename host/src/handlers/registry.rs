@@ -1,13 +1,22 @@
-//! Which handler serves which URL group.
+//! Which handler serves which URL group, and swapping them while serving.
 //!
-//! Built once at start: the built-in skill handler, then every `*.wasm` in
-//! `handlers.dir` in name order. A group claimed twice, a file that is not a
-//! handler, or per-type settings for a group nobody serves stop the start
-//! with a message naming the file.
+//! Built at start from the built-in skill handler and every `*.wasm` in
+//! `handlers.dir` (name order); at start a group claimed twice, a file that
+//! is not a handler, or per-type settings for a group nobody serves stop the
+//! start with a message naming the file.
+//!
+//! [`HandlerRegistry::reload`] re-reads the directory while requests are in
+//! flight. The loaded set is an immutable snapshot behind a lock held only to
+//! swap a pointer; a request clones the [`Handler`] it resolved, so it finishes
+//! on the version it started with. A file that fails to load (or claims a
+//! group another file holds) never replaces what is serving: its previous
+//! version, if any, stays, and the report says why.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use serde::Serialize;
 
 use super::runtime::{LoadError, Runtime};
 use super::{BUILTIN_SKILL_HANDLER, Handler, HandlerSource};
@@ -26,24 +35,61 @@ pub enum RegistryError {
 }
 
 /// The loaded handlers, by group.
+type Loaded = BTreeMap<String, Handler>;
+
+/// The handler types being served; cheap to read from every request.
 pub struct HandlerRegistry {
-    by_group: BTreeMap<String, Handler>,
+    runtime: Arc<Runtime>,
+    config: HandlersConfig,
+    current: RwLock<Arc<Loaded>>,
+    /// One reload at a time; requests never wait on it.
+    reloading: tokio::sync::Mutex<()>,
+}
+
+/// What a reload did, file by file.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReloadReport {
+    /// Groups served after the reload, with the version serving each.
+    pub serving: Vec<ServingHandler>,
+    /// Components that did not load; each names the file and the reason.
+    pub failed: Vec<FailedHandler>,
+    /// Groups no longer served because their file left the directory.
+    pub removed: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServingHandler {
+    pub group: String,
+    pub handler_version: String,
+    pub source: String,
+    pub sha256: String,
+    /// `loaded` (new group), `updated` (new component), `unchanged`.
+    pub change: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailedHandler {
+    pub source: String,
+    pub error: String,
+    /// The version that keeps serving the file's group, if one did before.
+    pub still_serving: Option<String>,
+}
+
+impl ReloadReport {
+    pub fn is_clean(&self) -> bool {
+        self.failed.is_empty()
+    }
 }
 
 impl HandlerRegistry {
-    /// Loads the built-in handler and the configured directory.
+    /// Loads the built-in handler and the configured directory; any problem
+    /// stops the start.
     pub async fn load(runtime: Arc<Runtime>, config: &HandlersConfig) -> Result<Self, RegistryError> {
-        let mut sources = vec![(HandlerSource::Builtin, BUILTIN_SKILL_HANDLER.to_vec())];
-        if let Some(dir) = &config.dir {
-            for path in wasm_files(dir)? {
-                let bytes =
-                    std::fs::read(&path).map_err(|error| RegistryError::Directory { dir: path.clone(), error })?;
-                sources.push((HandlerSource::File(path), bytes));
-            }
-        }
-
-        let mut by_group: BTreeMap<String, Handler> = BTreeMap::new();
-        for (source, wasm) in sources {
+        let mut by_group = Loaded::new();
+        for (source, wasm) in sources(config)? {
             let loaded = runtime
                 .load(wasm, source.clone())
                 .await
@@ -52,36 +98,145 @@ impl HandlerRegistry {
             if let Some(existing) = by_group.get(&group) {
                 return Err(RegistryError::DuplicateGroup { group, first: existing.source().clone(), second: source });
             }
-            let strict = config.types.get(&group).is_some_and(|settings| settings.strict);
-            tracing::info!(
-                group = %group,
-                handler = %loaded.label,
-                source = %source,
-                strict,
-                "loaded handler"
-            );
-            by_group.insert(group, Handler { inner: Arc::new(loaded), runtime: runtime.clone(), strict });
+            let handler = Handler::new(loaded, runtime.clone(), config);
+            log_loaded(&handler);
+            by_group.insert(group, handler);
         }
         if let Some(unknown) = config.types.keys().find(|group| !by_group.contains_key(*group)) {
             return Err(RegistryError::UnknownType(unknown.clone()));
         }
-        Ok(Self { by_group })
+        Ok(Self {
+            runtime,
+            config: config.clone(),
+            current: RwLock::new(Arc::new(by_group)),
+            reloading: tokio::sync::Mutex::new(()),
+        })
     }
 
-    /// The handler serving `group`.
-    pub fn get(&self, group: &str) -> Option<&Handler> {
-        self.by_group.get(group)
+    /// The handler serving `group` now. The clone keeps its version alive for
+    /// as long as the caller holds it.
+    pub fn get(&self, group: &str) -> Option<Handler> {
+        self.snapshot().get(group).cloned()
     }
 
-    /// All handlers, by group name.
-    pub fn iter(&self) -> impl Iterator<Item = &Handler> {
-        self.by_group.values()
+    /// Every handler serving now, by group name.
+    pub fn all(&self) -> Vec<Handler> {
+        self.snapshot().values().cloned().collect()
+    }
+
+    fn snapshot(&self) -> Arc<Loaded> {
+        self.current.read().expect("registry lock poisoned").clone()
+    }
+
+    /// Re-reads `handlers.dir` and swaps in what loads. Components whose hash
+    /// has not changed are kept as they are (no recompilation).
+    pub async fn reload(&self) -> Result<ReloadReport, RegistryError> {
+        let _one_at_a_time = self.reloading.lock().await;
+        let before = self.snapshot();
+        let by_hash: BTreeMap<(&HandlerSource, &str), &Handler> =
+            before.values().map(|h| ((h.source(), h.sha256()), h)).collect();
+
+        let mut next = Loaded::new();
+        let mut report = ReloadReport::default();
+        let mut failures: Vec<(HandlerSource, String)> = Vec::new();
+        let config = self.config.clone();
+        let sources =
+            tokio::task::spawn_blocking(move || sources(&config)).await.expect("reading handler files panicked")?;
+        for (source, wasm) in sources {
+            let sha256 = super::runtime::sha256_hex(&wasm);
+            let handler = match by_hash.get(&(&source, sha256.as_str())) {
+                Some(unchanged) => (*unchanged).clone(),
+                None => match self.runtime.load(wasm, source.clone()).await {
+                    Ok(loaded) => Handler::new(loaded, self.runtime.clone(), &self.config),
+                    Err(error) => {
+                        failures.push((source, error.to_string()));
+                        continue;
+                    }
+                },
+            };
+            let group = handler.description().group.clone();
+            if let Some(holder) = next.get(&group) {
+                let message = format!("group '{group}' is already claimed by {}", holder.source());
+                failures.push((source, message));
+                continue;
+            }
+            next.insert(group, handler);
+        }
+
+        // A file that failed keeps its previous version serving, unless its
+        // group went to another file meanwhile.
+        for (source, error) in failures {
+            let previous = before.values().find(|h| *h.source() == source);
+            let kept = previous.filter(|h| !next.contains_key(&h.description().group)).cloned();
+            if let Some(kept) = &kept {
+                next.insert(kept.description().group.clone(), kept.clone());
+            }
+            tracing::warn!(source = %source, error = %error, kept = ?kept.as_ref().map(Handler::label), "handler failed to load");
+            report.failed.push(FailedHandler {
+                source: source.to_string(),
+                error,
+                still_serving: kept.map(|h| h.label().to_string()),
+            });
+        }
+
+        for (group, handler) in &next {
+            let change = match before.get(group) {
+                None => "loaded",
+                Some(old) if old.sha256() == handler.sha256() && old.source() == handler.source() => "unchanged",
+                Some(_) => "updated",
+            };
+            if change != "unchanged" {
+                log_loaded(handler);
+            }
+            report.serving.push(ServingHandler {
+                group: group.clone(),
+                handler_version: handler.description().handler_version.clone(),
+                source: handler.source().to_string(),
+                sha256: handler.sha256().to_string(),
+                change,
+            });
+        }
+        report.removed = before.keys().filter(|group| !next.contains_key(*group)).cloned().collect();
+        for group in &report.removed {
+            tracing::info!(group = %group, "handler unloaded: its file left the handlers directory");
+        }
+        *self.current.write().expect("registry lock poisoned") = Arc::new(next);
+        Ok(report)
     }
 }
 
-/// `*.wasm` files directly in `dir`, sorted by name.
-fn wasm_files(dir: &PathBuf) -> Result<Vec<PathBuf>, RegistryError> {
-    let read_error = |error| RegistryError::Directory { dir: dir.clone(), error };
+impl Handler {
+    pub(super) fn new(loaded: super::runtime::LoadedComponent, runtime: Arc<Runtime>, config: &HandlersConfig) -> Self {
+        let strict = config.types.get(&loaded.description.group).is_some_and(|settings| settings.strict);
+        Handler { inner: Arc::new(loaded), runtime, strict }
+    }
+}
+
+fn log_loaded(handler: &Handler) {
+    tracing::info!(
+        group = %handler.description().group,
+        handler = %handler.label(),
+        source = %handler.source(),
+        sha256 = %handler.sha256(),
+        strict = handler.is_strict(),
+        "loaded handler"
+    );
+}
+
+/// The built-in component, then `*.wasm` directly in `handlers.dir` by name.
+fn sources(config: &HandlersConfig) -> Result<Vec<(HandlerSource, Vec<u8>)>, RegistryError> {
+    let mut sources = vec![(HandlerSource::Builtin, BUILTIN_SKILL_HANDLER.to_vec())];
+    if let Some(dir) = &config.dir {
+        for path in wasm_files(dir)? {
+            let bytes = std::fs::read(&path).map_err(|error| RegistryError::Directory { dir: path.clone(), error })?;
+            sources.push((HandlerSource::File(path), bytes));
+        }
+    }
+    Ok(sources)
+}
+
+fn wasm_files(dir: &Path) -> Result<Vec<PathBuf>, RegistryError> {
+    let read_error = |error| RegistryError::Directory { dir: dir.to_path_buf(), error };
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(read_error)? {
         let path = entry.map_err(read_error)?.path();

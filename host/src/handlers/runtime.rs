@@ -171,7 +171,7 @@ impl Runtime {
     /// Compiles (or loads from the disk cache) a component, checks it
     /// implements the handler world, and asks it to describe itself.
     pub async fn load(&self, wasm: Vec<u8>, source: HandlerSource) -> Result<LoadedComponent, LoadError> {
-        let sha256 = hex(&Sha256::digest(&wasm));
+        let sha256 = sha256_hex(&wasm);
         let component = {
             let engine = self.engine.clone();
             let cache = self.cache.clone();
@@ -583,4 +583,9 @@ fn problems(list: Vec<bindings::Problem>) -> Vec<Problem> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// SHA-256 of a component, hex: its identity in the cache and the registry.
+pub(super) fn sha256_hex(wasm: &[u8]) -> String {
+    hex(&Sha256::digest(wasm))
 }

@@ -11,7 +11,7 @@ use crate::access::AccessDenied;
 use crate::auth::AuthError;
 use crate::buckets::InvalidBucket;
 use crate::folders::FolderError;
-use crate::handlers::HandlerError;
+use crate::handlers::{HandlerError, RegistryError};
 use crate::resource_url::UrlError;
 use crate::storage::StorageError;
 
@@ -59,6 +59,13 @@ impl From<AuthError> for ApiError {
 impl From<AccessDenied> for ApiError {
     fn from(error: AccessDenied) -> Self {
         Self::new(StatusCode::FORBIDDEN, error.to_string())
+    }
+}
+
+impl From<RegistryError> for ApiError {
+    /// At run time only an unreadable handlers directory gets here.
+    fn from(error: RegistryError) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
     }
 }
 

@@ -81,6 +81,7 @@ pub fn router(state: AppState) -> Router {
         .route("/ready", get(routes::ready))
         .route("/v1/bucket", get(routes::bucket))
         .route("/v1/ops/handlers", get(routes::list_handlers))
+        .route("/v1/ops/handlers/reload", post(routes::reload_handlers))
         .route("/v2/metadata/{*path}", get(v2::metadata))
         .route("/v2/ops/{group}/restore", post(v2::restore))
         // Uploads are limited by the engine while streaming, per type.

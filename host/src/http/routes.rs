@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -22,7 +23,7 @@ pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiErro
     crate::storage::check_ready(state.store().as_ref()).await.map_err(|error| {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("storage is not reachable: {error}"))
     })?;
-    Ok(Json(json!({"status": "ready", "handlers": state.handlers().iter().count()})))
+    Ok(Json(json!({"status": "ready", "handlers": state.handlers().all().len()})))
 }
 
 #[derive(Serialize)]
@@ -52,7 +53,8 @@ pub struct HandlerInfo {
 pub async fn list_handlers(State(state): State<AppState>, _admin: Admin) -> Json<Vec<HandlerInfo>> {
     let handlers = state
         .handlers()
-        .iter()
+        .all()
+        .into_iter()
         .map(|handler| {
             let description = handler.description();
             HandlerInfo {
@@ -68,6 +70,15 @@ pub async fn list_handlers(State(state): State<AppState>, _admin: Admin) -> Json
         })
         .collect();
     Json(handlers)
+}
+
+/// `POST /v1/ops/handlers/reload` (admin): re-reads `handlers.dir`. 200 when
+/// every component loaded; 422 when one did not (what it replaced keeps
+/// serving), with the report either way.
+pub async fn reload_handlers(State(state): State<AppState>, _admin: Admin) -> Result<Response, ApiError> {
+    let report = state.handlers().reload().await?;
+    let status = if report.is_clean() { StatusCode::OK } else { StatusCode::UNPROCESSABLE_ENTITY };
+    Ok((status, Json(report)).into_response())
 }
 
 /// Anything else.

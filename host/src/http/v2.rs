@@ -48,8 +48,7 @@ async fn resolve(
 ) -> Result<Target, ApiError> {
     let (resource_raw, file_raw) = split_files(raw);
     let url = ResourceUrl::parse(resource_raw, intent)?;
-    let handler =
-        state.handlers().get(url.group()).cloned().ok_or_else(|| ApiError::not_found(&format!("/v2/{raw}")))?;
+    let handler = state.handlers().get(url.group()).ok_or_else(|| ApiError::not_found(&format!("/v2/{raw}")))?;
     let location = state.buckets().decode(url.bucket())?;
     state.access().check(caller, Resource { url: &url, location: &location }, permission).await?;
     let file = match file_raw {
