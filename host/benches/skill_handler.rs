@@ -6,7 +6,6 @@
 //! for `docs/benchmarks.md`. Each figure is the median over rounds of the
 //! mean time per iteration within a round.
 
-use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +15,7 @@ use dial_host::handlers::{
     FileEntry, FileSource, HandlerRegistry, InMemoryFiles, Mutation, ResourceInfo, Runtime, RuntimeLimits,
 };
 use dial_skill_handler as native;
+use native::sdk::{Handler, MemoryFiles};
 
 const ROUNDS: usize = 15;
 const ROUND_TIME: Duration = Duration::from_millis(200);
@@ -38,18 +38,6 @@ fn skill_files(extra_files: usize) -> InMemoryFiles {
         files.insert(format!("scripts/tool_{i}.py"), format!("print('tool {i}')\n").repeat(64));
     }
     files
-}
-
-/// The native reader: same bytes, same chunking contract as the host import.
-struct MapReader<'a>(&'a HashMap<String, Vec<u8>>);
-
-impl native::FileReader for MapReader<'_> {
-    fn read(&mut self, path: &str, offset: u64, len: u32) -> Result<Vec<u8>, native::ReadError> {
-        let content = self.0.get(path).ok_or(native::ReadError::NotFound)?;
-        let start = (offset as usize).min(content.len());
-        let end = (start + len as usize).min(content.len());
-        Ok(content[start..end].to_vec())
-    }
 }
 
 /// Median of the per-iteration mean over rounds.
@@ -78,7 +66,7 @@ fn micros(d: Duration) -> String {
 fn main() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let resource = ResourceInfo { name: "pdf-processing".into(), path: "team/pdf-processing".into() };
-    let native_resource = native::ResourceInfo { name: resource.name.clone(), path: resource.path.clone() };
+    let native_resource = native::sdk::ResourceInfo { name: resource.name.clone(), path: resource.path.clone() };
 
     println!(
         "| case | memory kept resident | native | wasm (fresh instance per call) | ratio wasm/native | overhead per call |"
@@ -88,21 +76,17 @@ fn main() {
     for (label, extra) in [("2 KiB SKILL.md", 0), ("10-file skill", 9)] {
         let files = skill_files(extra);
         let entries: Vec<FileEntry> = files.entries();
-        let native_entries: Vec<native::FileEntry> =
-            entries.iter().map(|e| native::FileEntry { path: e.path.clone(), size: e.size }).collect();
-        let contents: HashMap<String, Vec<u8>> = entries
-            .iter()
-            .map(|e| {
-                let bytes = runtime.block_on(files.read(&e.path, 0, u32::MAX)).unwrap();
-                (e.path.clone(), bytes.to_vec())
-            })
-            .collect();
+        // The native file set: same bytes, same chunking contract as the host import.
+        let mut native_files = MemoryFiles::new();
+        for entry in &entries {
+            let bytes = runtime.block_on(files.read(&entry.path, 0, u32::MAX)).unwrap();
+            native_files.insert(entry.path.clone(), bytes.to_vec());
+        }
         let source: Arc<dyn FileSource> = Arc::new(files);
 
         let native_time = measure(|| {
-            let warnings = native::validate(&native_resource, &native_entries, &mut MapReader(&contents)).unwrap();
-            let metadata =
-                native::build_marker_metadata(&native_resource, &native_entries, &mut MapReader(&contents)).unwrap();
+            let warnings = native::SkillHandler::validate(&native_resource, &mut native_files).unwrap();
+            let metadata = native::SkillHandler::metadata(&native_resource, &mut native_files).unwrap();
             black_box((warnings, metadata));
         });
         // The pooling allocator's reset of an instance's memory: returned to

@@ -2,13 +2,22 @@
 //!
 //! Every route (v1, v2, sharing, publication) asks [`AccessService::check`]
 //! with the parsed URL and its decoded bucket location; the rule chain lives
-//! here and nowhere else. Today: own bucket → read + write; admin → read +
-//! write on `public`. Sharing grants, public-folder rules, review copies and
-//! per-request keys extend [`AccessService::permissions`], never the routes.
+//! here and nowhere else. Permissions are the union of (SPEC §6):
+//! - own bucket → read + write;
+//! - admin → read + write on `public` and on every review bucket;
+//! - own review copies → read;
+//! - shared with the caller (a grant on the URL or a folder above it) → as granted;
+//! - `public` → read when the rules of every ancestor folder admit the caller.
+//!
+//! Per-request keys add their rules in [`AccessService::permissions`]; routes
+//! never change.
 
 use crate::auth::Caller;
 use crate::buckets::BucketLocation;
+use crate::documents::DocumentError;
+use crate::publication::rules::{PublicRules, RulesDocument, admits_with};
 use crate::resource_url::ResourceUrl;
+use crate::sharing::{SharingError, SharingService};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Permission {
@@ -56,13 +65,45 @@ pub struct AccessDenied {
     pub url: String,
 }
 
+/// Why an access decision could not be made (the state it reads failed).
+#[derive(Debug, thiserror::Error)]
+pub enum AccessError {
+    #[error(transparent)]
+    Denied(#[from] AccessDenied),
+    #[error("access state unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl From<DocumentError> for AccessError {
+    fn from(error: DocumentError) -> Self {
+        Self::Unavailable(error.to_string())
+    }
+}
+
+impl From<SharingError> for AccessError {
+    fn from(error: SharingError) -> Self {
+        Self::Unavailable(error.to_string())
+    }
+}
+
 /// The access-control component shared by every route.
-#[derive(Debug, Default)]
-pub struct AccessService {}
+#[derive(Debug, Clone)]
+pub struct AccessService {
+    sharing: SharingService,
+    rules: PublicRules,
+}
 
 impl AccessService {
-    pub fn new() -> Self {
-        Self {}
+    pub fn new(sharing: SharingService, rules: PublicRules) -> Self {
+        Self { sharing, rules }
+    }
+
+    pub fn sharing(&self) -> &SharingService {
+        &self.sharing
+    }
+
+    pub fn rules(&self) -> &PublicRules {
+        &self.rules
     }
 
     /// Ok when `caller` holds `permission` on `resource`.
@@ -71,26 +112,75 @@ impl AccessService {
         caller: &Caller,
         resource: Resource<'_>,
         permission: Permission,
-    ) -> Result<(), AccessDenied> {
-        if self.permissions(caller, resource).await.allows(permission) {
+    ) -> Result<(), AccessError> {
+        if self.permissions(caller, resource).await?.allows(permission) {
             Ok(())
         } else {
-            Err(AccessDenied { url: resource.url.to_string() })
+            Err(AccessDenied { url: resource.url.to_string() }.into())
         }
     }
 
+    /// What a listing of `location` may show `caller`: in `public`, a
+    /// non-admin sees only what the folder rules admit.
+    pub async fn listing_filter(
+        &self,
+        caller: &Caller,
+        location: &BucketLocation,
+    ) -> Result<ListingFilter, AccessError> {
+        let rules = match location {
+            BucketLocation::Public if !caller.is_admin => Some(self.rules.all().await?),
+            _ => None,
+        };
+        Ok(ListingFilter { rules })
+    }
+
     /// The union of every rule that grants `caller` something on `resource`.
-    pub async fn permissions(&self, caller: &Caller, resource: Resource<'_>) -> Permissions {
-        owner_or_admin(caller, resource.location)
+    /// Cheap rules first; state is read only when they do not already grant
+    /// everything.
+    pub async fn permissions(&self, caller: &Caller, resource: Resource<'_>) -> Result<Permissions, AccessError> {
+        let mut granted = owner_or_admin(caller, resource.location);
+        if granted == Permissions::ALL {
+            return Ok(granted);
+        }
+        match resource.location {
+            BucketLocation::Public => {
+                if self.rules.admits(caller, resource.url).await? {
+                    granted = granted.union(Permissions::READ);
+                }
+            }
+            BucketLocation::User(_) | BucketLocation::Key(_) => {
+                let grantee = caller.bucket_location();
+                let shared = self.sharing.granted(resource.location, &grantee, &resource.url.to_string()).await?;
+                granted = granted.union(shared);
+            }
+            BucketLocation::Review { .. } => {}
+        }
+        Ok(granted)
     }
 }
 
-/// Own bucket → everything; admin → everything on `public`.
+/// Hides the items of a public listing the caller may not read (one rules
+/// read per listing).
+#[derive(Debug)]
+pub struct ListingFilter {
+    rules: Option<RulesDocument>,
+}
+
+impl ListingFilter {
+    pub fn shows(&self, caller: &Caller, url: &ResourceUrl) -> bool {
+        self.rules.as_ref().is_none_or(|rules| admits_with(rules, caller, url))
+    }
+}
+
+/// Own bucket → everything; admin → everything on `public` and review
+/// buckets; the owner of a review bucket → read.
 fn owner_or_admin(caller: &Caller, location: &BucketLocation) -> Permissions {
-    if caller.bucket_location() == *location || (caller.is_admin && *location == BucketLocation::Public) {
-        Permissions::ALL
-    } else {
-        Permissions::default()
+    let own = caller.bucket_location();
+    match location {
+        _ if *location == own => Permissions::ALL,
+        BucketLocation::Public | BucketLocation::Review { .. } if caller.is_admin => Permissions::ALL,
+        BucketLocation::Review { owner, .. } if **owner == own => Permissions::READ,
+        _ => Permissions::default(),
     }
 }
 
@@ -100,7 +190,7 @@ mod tests {
     use crate::auth::Identity;
 
     fn caller(id: &str, admin: bool) -> Caller {
-        Caller { identity: Identity::User { id: id.into() }, roles: vec![], is_admin: admin }
+        Caller { identity: Identity::User { id: id.into() }, roles: vec![], is_admin: admin, claims: None }
     }
 
     #[test]
@@ -111,5 +201,14 @@ mod tests {
         assert!(!owner_or_admin(&caller("bob", true), &alice).read, "admins do not own private buckets");
         assert!(owner_or_admin(&caller("bob", true), &BucketLocation::Public).write);
         assert!(!owner_or_admin(&caller("bob", false), &BucketLocation::Public).write);
+
+        let review = alice.review("p1");
+        assert_eq!(
+            owner_or_admin(&caller("alice", false), &review),
+            Permissions::READ,
+            "authors read their review copies"
+        );
+        assert_eq!(owner_or_admin(&caller("bob", true), &review), Permissions::ALL);
+        assert_eq!(owner_or_admin(&caller("bob", false), &review), Permissions::default());
     }
 }

@@ -19,6 +19,9 @@ pub struct Caller {
     pub identity: Identity,
     pub roles: Vec<String>,
     pub is_admin: bool,
+    /// The token's claims, for public-folder rules over claims; `None` for
+    /// API-key callers (such a caller never matches a claim rule).
+    pub claims: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,12 +206,14 @@ impl Authenticator {
             },
             _ => Vec::new(),
         };
-        Ok(self.caller(Identity::User { id: user_id }, roles))
+        let mut caller = self.caller(Identity::User { id: user_id }, roles);
+        caller.claims = Some(claims.clone());
+        Ok(caller)
     }
 
     fn caller(&self, identity: Identity, roles: Vec<String>) -> Caller {
         let is_admin = roles.iter().any(|role| self.admin_roles.contains(role));
-        Caller { identity, roles, is_admin }
+        Caller { identity, roles, is_admin, claims: None }
     }
 }
 

@@ -29,6 +29,9 @@ pub enum BucketLocation {
     Key(String),
     /// The shared `public/` bucket.
     Public,
+    /// A review bucket: copies awaiting a publication decision,
+    /// `<owner location>publications/<publication id>/`.
+    Review { owner: Box<BucketLocation>, publication: String },
 }
 
 impl fmt::Display for BucketLocation {
@@ -37,15 +40,26 @@ impl fmt::Display for BucketLocation {
             Self::User(sub) => write!(f, "Users/{sub}/"),
             Self::Key(name) => write!(f, "Keys/{name}/"),
             Self::Public => write!(f, "{PUBLIC_BUCKET}/"),
+            Self::Review { owner, publication } => write!(f, "{owner}{REVIEW_DIR}/{publication}/"),
         }
     }
 }
 
 impl BucketLocation {
+    /// The review bucket of `publication`, owned by this location.
+    pub fn review(&self, publication: &str) -> Self {
+        Self::Review { owner: Box::new(self.clone()), publication: publication.into() }
+    }
+
     fn parse(text: &str) -> Option<Self> {
+        let parts: Vec<&str> = text.strip_suffix('/')?.split('/').collect();
+        if let [kind @ ("Users" | "Keys"), name, REVIEW_DIR, publication] = parts.as_slice() {
+            let owner = Self::parse(&format!("{kind}/{name}/"))?;
+            return (!publication.is_empty()).then(|| owner.review(publication));
+        }
         let inner = |prefix: &str| {
             let rest = text.strip_prefix(prefix)?.strip_suffix('/')?;
-            (!rest.is_empty()).then(|| rest.to_string())
+            (!rest.is_empty() && !rest.contains('/')).then(|| rest.to_string())
         };
         if text == "public/" {
             return Some(Self::Public);
@@ -53,6 +67,9 @@ impl BucketLocation {
         inner("Users/").map(Self::User).or_else(|| inner("Keys/").map(Self::Key))
     }
 }
+
+/// The directory of a user's bucket holding its review buckets (DIAL's name).
+const REVIEW_DIR: &str = "publications";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid bucket: {0}")]
@@ -122,6 +139,7 @@ mod tests {
             BucketLocation::User("user@example.com".into()),
             BucketLocation::Key("project-x".into()),
             BucketLocation::Public,
+            BucketLocation::User("alice".into()).review("0a1b2c"),
         ] {
             let id = codec.encode(&location);
             assert!(id.bytes().all(|b| b.is_ascii_alphanumeric()), "{id}");

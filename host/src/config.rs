@@ -28,8 +28,10 @@ pub struct Config {
     pub keys: BTreeMap<String, ProjectKey>,
     pub identity: IdentityConfig,
     pub access: AccessConfig,
+    pub sharing: SharingConfig,
     pub handlers: HandlersConfig,
     pub folders: FoldersConfig,
+    pub resources: ResourcesConfig,
     pub redis: RedisConfig,
     pub locks: LockConfig,
     pub log: LogConfig,
@@ -45,8 +47,10 @@ impl Default for Config {
             keys: BTreeMap::new(),
             identity: IdentityConfig::default(),
             access: AccessConfig::default(),
+            sharing: SharingConfig::default(),
             handlers: HandlersConfig::default(),
             folders: FoldersConfig::default(),
+            resources: ResourcesConfig::default(),
             redis: RedisConfig::default(),
             locks: LockConfig::default(),
             log: LogConfig::default(),
@@ -155,6 +159,27 @@ pub struct AccessConfig {
     pub admin_roles: Vec<String>,
 }
 
+/// Per-type sharing limits (DIAL's share limits table). Types are DIAL
+/// resource type names: `FILE`, `PROMPT`, `CONVERSATION`, `APPLICATION`, and a
+/// handler's type name in upper case with `_` for `-` (`SKILL`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SharingConfig {
+    /// `[sharing.limits.SKILL] invitation_ttl_hours = 72, max_accepted_users = 10`.
+    pub limits: BTreeMap<String, ShareLimit>,
+    /// `[sharing.roles.<role>.<TYPE>]`: limits for sharers holding `role`;
+    /// several roles combine by the most generous value.
+    pub roles: BTreeMap<String, BTreeMap<String, ShareLimit>>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShareLimit {
+    pub invitation_ttl_hours: Option<u64>,
+    /// How many users may accept shares of one resource; `-1` = unlimited.
+    pub max_accepted_users: Option<i64>,
+}
+
 impl Default for AccessConfig {
     fn default() -> Self {
         Self { admin_roles: vec!["admin".into()] }
@@ -242,6 +267,22 @@ impl Default for FoldersConfig {
             grace_seconds: 3600,
             gc_interval_seconds: 300,
         }
+    }
+}
+
+/// v1 single-blob resources (`/v1/files|prompts|conversations|applications/…`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ResourcesConfig {
+    /// Largest JSON resource (prompt, conversation, application), in bytes: 413 above it.
+    pub max_size: u64,
+    /// Largest uploaded file, in bytes: 413 above it.
+    pub max_file_size: u64,
+}
+
+impl Default for ResourcesConfig {
+    fn default() -> Self {
+        Self { max_size: 64 << 20, max_file_size: 512 << 20 }
     }
 }
 

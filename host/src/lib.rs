@@ -5,15 +5,19 @@
 
 pub mod access;
 pub mod auth;
+pub mod blobs;
 pub mod buckets;
 pub mod config;
+pub mod documents;
 pub mod etag;
 pub mod events;
 pub mod folders;
 pub mod handlers;
 pub mod http;
 pub mod locks;
+pub mod publication;
 pub mod resource_url;
 pub mod server;
+pub mod sharing;
 pub mod storage;
 pub mod telemetry;

@@ -16,12 +16,16 @@ use tokio::net::TcpListener;
 
 use crate::access::AccessService;
 use crate::auth::Authenticator;
+use crate::blobs::{BlobLimits, BlobService};
 use crate::buckets::BucketCodec;
 use crate::config::{Config, ProjectKey};
+use crate::documents::Documents;
 use crate::folders::FolderEngine;
 use crate::folders::gc::spawn_sweeper;
 use crate::handlers::{HandlerRegistry, Runtime, RuntimeLimits};
 use crate::http::{self, AppState, Services};
+use crate::publication::rules::PublicRules;
+use crate::sharing::SharingService;
 use crate::storage;
 use crate::{events, locks};
 
@@ -139,6 +143,14 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     let events = events::from_config(redis.as_ref().map(|(client, c)| (client, c)), &key_prefix)
         .await
         .context("subscribing to change events")?;
+    let blobs = Arc::new(BlobService::new(
+        store.clone(),
+        locks.clone(),
+        events.clone(),
+        BlobLimits { max_size: config.resources.max_size, max_file_size: config.resources.max_file_size },
+        // The local filesystem keeps empty directories after deletes.
+        config.storage_url().starts_with("file://"),
+    ));
     let folders = Arc::new(FolderEngine::new(
         store.clone(),
         locks,
@@ -149,14 +161,13 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     if config.folders.gc_interval_seconds > 0 {
         spawn_sweeper(&folders, Duration::from_secs(config.folders.gc_interval_seconds));
     }
-    Ok(AppState::new(Services {
-        auth,
-        access: AccessService::new(),
-        buckets: BucketCodec::new(secret),
-        handlers,
-        store,
-        folders,
-    }))
+    let buckets = BucketCodec::new(secret);
+    let documents = Documents::new(store.clone());
+    let access = AccessService::new(
+        SharingService::new(documents.clone(), buckets.clone(), config.sharing.clone()),
+        PublicRules::new(documents.clone()),
+    );
+    Ok(AppState::new(Services { auth, access, documents, buckets, handlers, store, folders, blobs }))
 }
 
 /// Runs the server until Ctrl-C or SIGTERM.

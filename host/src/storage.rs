@@ -66,7 +66,8 @@ pub fn open(url: &str, options: &BTreeMap<String, String>) -> Result<Arc<dyn Obj
             return Err(StorageError::UnsupportedUrl(url.into()));
         }
         std::fs::create_dir_all(path).map_err(|error| StorageError::LocalDir { path: path.into(), error })?;
-        let local = LocalFileSystem::new_with_prefix(path)?;
+        // Deletes remove directories they leave empty, as object stores have no directories to leave behind.
+        let local = LocalFileSystem::new_with_prefix(path)?.with_automatic_cleanup(true);
         return local_only(Arc::new(SerializedUpdates::new(local)));
     }
     let parsed = url::Url::parse(url).map_err(|_| StorageError::UnsupportedUrl(url.into()))?;

@@ -2,10 +2,14 @@
 
 mod auth;
 mod cli;
+mod example_handler;
 mod handler_reload;
+mod publication;
 #[path = "../services.rs"]
 mod services;
 mod shared_services;
+mod sharing;
 mod startup;
 mod support;
+mod v1;
 mod v2;

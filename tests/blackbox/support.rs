@@ -195,6 +195,10 @@ impl Client {
         self.send(self.http.post(self.url(path)).body(body.to_string()), headers).await
     }
 
+    pub async fn put_body(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+        self.send(self.http.put(self.url(path)).body(body.to_vec()), headers).await
+    }
+
     /// PUT a multipart body: one part per file, the part's filename = path.
     pub async fn put_files(&self, path: &str, headers: &[(&str, &str)], files: &[(&str, &[u8])]) -> Reply {
         let mut form = reqwest::multipart::Form::new();

@@ -1,16 +1,14 @@
 //! The Agent Skills handler for dial-host: validates a skill's file set
 //! (`SKILL.md` and its YAML frontmatter) and extracts the marker metadata.
 //!
-//! The rules are plain Rust so they run natively in tests; the wasm component
-//! glue (`guest`) converts between these types and the WIT contract.
+//! Written on `dial-handler-sdk`: the rules are [`SkillHandler`]'s
+//! [`Handler`](dial_handler_sdk::Handler) implementation over plain Rust
+//! types, so they run natively in tests and benchmarks; `export_handler!`
+//! makes the same type the wasm component's exports.
 
-pub mod frontmatter;
 pub mod rules;
 
-#[cfg(target_arch = "wasm32")]
-mod guest;
+pub use dial_handler_sdk as sdk;
+pub use rules::{DISPLAY_NAME, GROUP, MAX_SKILL_FILE_BYTES, SKILL_FILE, SkillHandler, TYPE_NAME};
 
-pub use rules::{
-    DISPLAY_NAME, FileEntry, FileReader, GROUP, Mutation, Problem, ReadError, ResourceInfo, TYPE_NAME,
-    build_marker_metadata, validate, validate_file_mutation,
-};
+dial_handler_sdk::export_handler!(SkillHandler);

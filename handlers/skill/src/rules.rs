@@ -1,7 +1,11 @@
 //! The Agent Skills rules (SPEC §5): what makes a skill invalid (errors), what
 //! is accepted but reported (warnings), and the metadata kept in the marker.
 
-use crate::frontmatter::{self, Node, Scalar, ScalarKind, shorten};
+use dial_handler_sdk::frontmatter::{Frontmatter, Node, Scalar, ScalarKind};
+use dial_handler_sdk::text::{self, shorten};
+use dial_handler_sdk::{
+    Description, FileEntry, FileError, FileSet, Handler, Metadata, Mutation, Problem, Problems, ResourceInfo, Verdict,
+};
 
 pub const TYPE_NAME: &str = "skill";
 pub const GROUP: &str = "skills";
@@ -11,11 +15,7 @@ pub const DISPLAY_NAME: &str = "Agent skill";
 pub const SKILL_FILE: &str = "SKILL.md";
 /// Largest `SKILL.md` accepted, in bytes (1 MiB).
 pub const MAX_SKILL_FILE_BYTES: u64 = 1024 * 1024;
-const MAX_READ_CHUNK: u32 = 1024 * 1024;
-
-/// Most errors (and, separately, warnings) returned, so a frontmatter with
-/// thousands of bad keys cannot produce a megabyte of problems.
-const MAX_PROBLEMS: usize = 50;
+const FRONTMATTER: Frontmatter = Frontmatter::new(SKILL_FILE).requiring("the fields `name` and `description`");
 
 const MAX_NAME_CHARS: usize = 64;
 const MAX_DESCRIPTION_CHARS: usize = 1024;
@@ -24,144 +24,80 @@ const MAX_COMPATIBILITY_CHARS: usize = 500;
 const KNOWN_FIELDS: [&str; 7] =
     ["name", "description", "license", "compatibility", "metadata", "allowed-tools", "version"];
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileEntry {
-    pub path: String,
-    pub size: u64,
-}
+/// The Agent Skills type: `/v2/skills/…`.
+pub struct SkillHandler;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResourceInfo {
-    /// Last path segment, e.g. `my-skill`.
-    pub name: String,
-    pub path: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// The file it is about, or `None` for the whole resource.
-    pub path: Option<String>,
-    pub message: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mutation {
-    Put,
-    Delete,
-}
-
-#[derive(Debug)]
-pub enum ReadError {
-    NotFound,
-    BudgetExceeded(u64),
-    Storage(String),
-}
-
-/// Reads bytes on demand (the wasm glue calls the host import `files.read`).
-pub trait FileReader {
-    /// Up to `len` bytes of `path` from `offset`; fewer only at end of file.
-    fn read(&mut self, path: &str, offset: u64, len: u32) -> Result<Vec<u8>, ReadError>;
-}
-
-/// Checks a whole file set: `Ok` carries warnings, `Err` the errors.
-pub fn validate(
-    resource: &ResourceInfo,
-    files: &[FileEntry],
-    reader: &mut dyn FileReader,
-) -> Result<Vec<Problem>, Vec<Problem>> {
-    let report = inspect(resource, files, reader);
-    if report.errors.is_empty() { Ok(report.warnings) } else { Err(report.errors) }
-}
-
-/// Marker metadata, in order: `name`, `description`, `version`, `license`
-/// (each only when present). Invalid sets give the same errors as `validate`.
-pub fn build_marker_metadata(
-    resource: &ResourceInfo,
-    files: &[FileEntry],
-    reader: &mut dyn FileReader,
-) -> Result<Vec<(String, String)>, Vec<Problem>> {
-    let report = inspect(resource, files, reader);
-    if report.errors.is_empty() { Ok(report.marker) } else { Err(report.errors) }
-}
-
-/// Guards a single-file change: `SKILL.md` cannot be deleted. A PUT of it is
-/// re-validated by `validate` on the new file set.
-pub fn validate_file_mutation(path: &str, op: Mutation) -> Result<(), Problem> {
-    if op == Mutation::Delete && path == SKILL_FILE {
-        return Err(skill_problem(
-            "SKILL.md cannot be deleted: it defines the skill (its name and description). \
-             Replace it with a new version, or delete the whole skill",
-        ));
+impl Handler for SkillHandler {
+    fn describe() -> Description {
+        Description::new(TYPE_NAME, GROUP, DISPLAY_NAME, env!("CARGO_PKG_VERSION"))
     }
-    Ok(())
+
+    fn validate(resource: &ResourceInfo, files: &mut dyn FileSet) -> Verdict {
+        inspect(resource, files).problems.into_verdict()
+    }
+
+    /// Marker metadata, in order: `name`, `description`, `version`, `license`
+    /// (each only when present). Invalid sets give the same errors as `validate`.
+    fn metadata(resource: &ResourceInfo, files: &mut dyn FileSet) -> Result<Metadata, Vec<Problem>> {
+        let report = inspect(resource, files);
+        report.problems.into_metadata(report.marker)
+    }
+
+    /// `SKILL.md` cannot be deleted. A PUT of it is re-validated by `validate`
+    /// on the new file set.
+    fn validate_file_mutation(path: &str, op: Mutation) -> Result<(), Problem> {
+        if op == Mutation::Delete && path == SKILL_FILE {
+            return Err(Problem::at(
+                SKILL_FILE,
+                "SKILL.md cannot be deleted: it defines the skill (its name and description). Replace it with a new \
+                 version, or delete the whole skill",
+            ));
+        }
+        Ok(())
+    }
 }
 
+/// Every problem is about `SKILL.md`; the metadata is gathered on the way.
 #[derive(Default)]
 struct Report {
-    errors: Vec<Problem>,
-    warnings: Vec<Problem>,
-    marker: Vec<(String, String)>,
+    problems: Problems,
+    marker: Metadata,
 }
 
 impl Report {
     fn error(&mut self, message: impl Into<String>) {
-        push_capped(&mut self.errors, message.into());
+        self.problems.error_at(SKILL_FILE, message);
     }
 
     fn warning(&mut self, message: impl Into<String>) {
-        push_capped(&mut self.warnings, message.into());
+        self.problems.warning_at(SKILL_FILE, message);
     }
 }
 
-fn push_capped(problems: &mut Vec<Problem>, message: String) {
-    match problems.len() {
-        length if length < MAX_PROBLEMS => problems.push(skill_problem(message)),
-        MAX_PROBLEMS => {
-            problems.push(skill_problem("More problems of this kind were found in SKILL.md; fix the ones above first"))
-        }
-        _ => {}
-    }
-}
-
-fn skill_problem(message: impl Into<String>) -> Problem {
-    Problem { path: Some(SKILL_FILE.to_string()), message: message.into() }
-}
-
-fn inspect(resource: &ResourceInfo, files: &[FileEntry], reader: &mut dyn FileReader) -> Report {
+fn inspect(resource: &ResourceInfo, files: &mut dyn FileSet) -> Report {
     let mut report = Report::default();
-    let Some(skill_file) = files.iter().find(|file| file.path == SKILL_FILE) else {
-        report.errors.push(missing_skill_file(files));
-        return report;
-    };
-    // Checked from the listing so an oversized file is never read.
-    if skill_file.size > MAX_SKILL_FILE_BYTES {
-        report.error(format!(
-            "SKILL.md is {} bytes; the limit is {MAX_SKILL_FILE_BYTES} bytes (1 MiB). Move \
-             detailed content into other files of the skill",
-            skill_file.size
-        ));
+    if files.entry(SKILL_FILE).is_none() {
+        report.problems.push_error(missing_skill_file(files.entries()));
         return report;
     }
-    let bytes = match read_whole(reader, skill_file) {
-        Ok(bytes) => bytes,
-        Err(error) => {
-            report.error(read_error_message(&error));
+    // An oversized file is refused from its listed size, never read.
+    let text = match files.read_text(SKILL_FILE, MAX_SKILL_FILE_BYTES) {
+        Ok(text) => text,
+        Err(error @ FileError::TooLarge { .. }) => {
+            report.error(format!("{error}. Move detailed content into other files of the skill"));
             return report;
         }
-    };
-    let text = match frontmatter::decode_utf8(&bytes) {
-        Ok(text) => text,
-        Err(message) => {
-            report.error(message);
+        Err(error) => {
+            report.error(error.to_string());
             return report;
         }
     };
     // A stray control character is reported, but the frontmatter is still
     // checked so every problem comes back at once.
-    if let Some(message) = frontmatter::find_control_char(text) {
+    if let Some(message) = text::find_control_char(&text, SKILL_FILE) {
         report.error(message);
     }
-    match frontmatter::extract(text).and_then(frontmatter::parse) {
+    match FRONTMATTER.read(&text) {
         Ok(fields) => check_fields(&fields, resource, &mut report),
         Err(message) => report.error(message),
     }
@@ -172,50 +108,16 @@ fn missing_skill_file(files: &[FileEntry]) -> Problem {
     let miscased = files.iter().find(|file| file.path.eq_ignore_ascii_case(SKILL_FILE));
     let nested = files.iter().find(|file| file.path.ends_with("/SKILL.md"));
     match (miscased, nested) {
-        (Some(file), _) => Problem {
-            path: Some(file.path.clone()),
-            message: format!("Found {}; the file must be named SKILL.md", file.path),
-        },
-        (None, Some(file)) => Problem {
-            path: None,
-            message: format!(
-                "SKILL.md is missing at the root of the skill (found {}); upload the skill's \
-                 files without an enclosing folder",
-                file.path
-            ),
-        },
-        (None, None) => Problem {
-            path: None,
-            message: "SKILL.md is missing: a skill needs a SKILL.md file at its root with YAML \
-                      frontmatter giving at least `name` and `description`"
-                .to_string(),
-        },
-    }
-}
-
-/// Reads the whole file in host-sized chunks, never past its listed size.
-fn read_whole(reader: &mut dyn FileReader, file: &FileEntry) -> Result<Vec<u8>, ReadError> {
-    let size = usize::try_from(file.size).unwrap_or(usize::MAX);
-    let mut bytes = Vec::with_capacity(size);
-    while bytes.len() < size {
-        let wanted = u32::try_from(size - bytes.len()).map_or(MAX_READ_CHUNK, |left| left.min(MAX_READ_CHUNK));
-        let chunk = reader.read(&file.path, bytes.len() as u64, wanted)?;
-        if chunk.is_empty() {
-            break;
-        }
-        let taken = chunk.len().min(wanted as usize);
-        bytes.extend_from_slice(&chunk[..taken]);
-    }
-    Ok(bytes)
-}
-
-fn read_error_message(error: &ReadError) -> String {
-    match error {
-        ReadError::NotFound => "SKILL.md is listed but could not be found when reading it; retry the upload".into(),
-        ReadError::BudgetExceeded(budget) => {
-            format!("SKILL.md could not be read: the handler's read budget of {budget} bytes is used up")
-        }
-        ReadError::Storage(reason) => format!("SKILL.md could not be read from storage: {reason}"),
+        (Some(file), _) => Problem::at(&file.path, format!("Found {}; the file must be named SKILL.md", file.path)),
+        (None, Some(file)) => Problem::new(format!(
+            "SKILL.md is missing at the root of the skill (found {}); upload the skill's files without an enclosing \
+             folder",
+            file.path
+        )),
+        (None, None) => Problem::new(
+            "SKILL.md is missing: a skill needs a SKILL.md file at its root with YAML frontmatter giving at least \
+             `name` and `description`",
+        ),
     }
 }
 
@@ -425,54 +327,36 @@ fn unknown_field_message(key: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
+    use dial_handler_sdk::{DEFAULT_MAX_PROBLEMS as MAX_PROBLEMS, MemoryFiles};
 
     use super::*;
 
-    /// Serves files from memory, like the host's `files.read`.
-    struct MemoryReader(HashMap<String, Vec<u8>>);
-
-    impl FileReader for MemoryReader {
-        fn read(&mut self, path: &str, offset: u64, len: u32) -> Result<Vec<u8>, ReadError> {
-            let bytes = self.0.get(path).ok_or(ReadError::NotFound)?;
-            let start = (offset as usize).min(bytes.len());
-            let end = (start + len as usize).min(bytes.len());
-            Ok(bytes[start..end].to_vec())
-        }
-    }
-
-    /// For checks that must be decided from the file list alone.
-    struct PanickingReader;
-
-    impl FileReader for PanickingReader {
-        fn read(&mut self, path: &str, _: u64, _: u32) -> Result<Vec<u8>, ReadError> {
-            panic!("{path} must not be read");
-        }
-    }
-
     fn resource() -> ResourceInfo {
-        ResourceInfo { name: "my-skill".into(), path: "team/my-skill".into() }
+        ResourceInfo::at("team/my-skill")
     }
 
-    /// The file list and a reader serving those files.
-    fn file_set(files: &[(&str, &[u8])]) -> (Vec<FileEntry>, MemoryReader) {
-        let entries =
-            files.iter().map(|(path, bytes)| FileEntry { path: path.to_string(), size: bytes.len() as u64 }).collect();
-        let contents = files.iter().map(|(path, bytes)| (path.to_string(), bytes.to_vec()));
-        (entries, MemoryReader(contents.collect()))
+    /// These files, served from memory like the host's `files.read`.
+    fn file_set(files: &[(&str, &[u8])]) -> MemoryFiles {
+        files.iter().fold(MemoryFiles::new(), |set, (path, bytes)| set.with(*path, *bytes))
     }
 
-    fn run_files(files: &[(&str, &[u8])]) -> Result<Vec<Problem>, Vec<Problem>> {
-        let (entries, mut reader) = file_set(files);
-        validate(&resource(), &entries, &mut reader)
+    fn validate(files: &mut MemoryFiles) -> Verdict {
+        SkillHandler::validate(&resource(), files)
     }
 
-    fn marker_of_bytes(skill_md: &[u8]) -> Result<Vec<(String, String)>, Vec<Problem>> {
-        let (entries, mut reader) = file_set(&[(SKILL_FILE, skill_md)]);
-        build_marker_metadata(&resource(), &entries, &mut reader)
+    fn validate_file_mutation(path: &str, op: Mutation) -> Result<(), Problem> {
+        SkillHandler::validate_file_mutation(path, op)
     }
 
-    fn run_bytes(skill_md: &[u8]) -> Result<Vec<Problem>, Vec<Problem>> {
+    fn run_files(files: &[(&str, &[u8])]) -> Verdict {
+        validate(&mut file_set(files))
+    }
+
+    fn marker_of_bytes(skill_md: &[u8]) -> Result<Metadata, Vec<Problem>> {
+        SkillHandler::metadata(&resource(), &mut file_set(&[(SKILL_FILE, skill_md)]))
+    }
+
+    fn run_bytes(skill_md: &[u8]) -> Verdict {
         run_files(&[(SKILL_FILE, skill_md)])
     }
 
@@ -575,9 +459,10 @@ mod tests {
 
     #[test]
     fn oversized_skill_file_is_rejected_from_its_listed_size() {
-        let files = [FileEntry { path: SKILL_FILE.into(), size: MAX_SKILL_FILE_BYTES + 1 }];
-        let errors = validate(&resource(), &files, &mut PanickingReader).unwrap_err();
+        let mut files = MemoryFiles::new().with(SKILL_FILE, vec![b'x'; MAX_SKILL_FILE_BYTES as usize + 1]);
+        let errors = validate(&mut files).unwrap_err();
         assert!(errors[0].message.contains("1048577 bytes; the limit is 1048576"));
+        assert_eq!(files.bytes_read(), 0, "decided from the listing alone");
     }
 
     #[test]
@@ -589,10 +474,11 @@ mod tests {
 
     #[test]
     fn read_errors_are_reported() {
-        let files = [FileEntry { path: SKILL_FILE.into(), size: 10 }];
-        let mut empty = MemoryReader(HashMap::new());
-        let errors = validate(&resource(), &files, &mut empty).unwrap_err();
+        let errors = validate(&mut MemoryFiles::new().list_only(SKILL_FILE, 10)).unwrap_err();
         assert!(errors[0].message.contains("could not be found"));
+        let skill = skill_md(VALID);
+        let errors = validate(&mut file_set(&[(SKILL_FILE, skill.as_bytes())]).with_read_budget(10)).unwrap_err();
+        assert!(errors[0].message.contains("read budget of 10 bytes"), "{errors:?}");
     }
 
     #[test]

@@ -30,7 +30,7 @@ use super::marker::{FileRecord, FolderMarker, MarkerState, ResourceMarker, SCHEM
 use super::names::{NameError, check_file_path, check_node_segments};
 use crate::buckets::BucketLocation;
 use crate::config::{FoldersConfig, TypeSettings};
-use crate::etag::{PreconditionFailed, Preconditions};
+use crate::etag::{EtagMatch, PreconditionFailed, Preconditions};
 use crate::events::{EventAction, EventBus, ResourceEvent};
 use crate::handlers::files::ReadFuture;
 use crate::handlers::{
@@ -287,6 +287,16 @@ pub enum ListedNode {
     FileDirectory { resource: ResourceUrl, path: String },
 }
 
+impl ListedNode {
+    /// The URL access decisions are about: the resource's for its files.
+    pub fn url(&self) -> &ResourceUrl {
+        match self {
+            Self::Resource { url, .. } | Self::Folder { url, .. } => url,
+            Self::File { resource, .. } | Self::FileDirectory { resource, .. } => resource,
+        }
+    }
+}
+
 impl Serialize for ListedNode {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         super::listing_json::node_json(self).serialize(serializer)
@@ -345,6 +355,11 @@ impl FolderEngine {
 
     async fn read_folder_marker(&self, node: &Node) -> Result<Option<ReadMarker<FolderMarker>>, FolderError> {
         read_json(&self.store, &node.paths.folder_marker()).await
+    }
+
+    /// Whether a DIAL folder exists at `node` (the bucket root always does).
+    pub async fn folder_exists(&self, node: &Node) -> Result<bool, FolderError> {
+        Ok(node.url.is_bucket_root() || self.read_folder_marker(node).await?.is_some())
     }
 
     /// The live (ready) marker of a resource.
@@ -477,6 +492,30 @@ impl FolderEngine {
         let action = if creating { EventAction::Create } else { EventAction::Update };
         self.publish(action, &node, Some(&marker.etag)).await;
         Ok(Committed { marker, created: creating })
+    }
+
+    /// Copies the live version of `source` to a new resource at `target`
+    /// (which must not exist): server-side copies into a new version, then
+    /// the same validation and commit as a PUT, so `target` gets a fresh,
+    /// valid marker with the same aggregate etag. Publication's hops use it.
+    pub async fn copy_resource(
+        &self,
+        source: &Node,
+        target: &Node,
+        handler: &Handler,
+        author: Option<String>,
+    ) -> Result<Committed, FolderError> {
+        let marker = self.resource_for_read(source).await?;
+        let create_only = Preconditions { if_none_match: Some(EtagMatch::Any), ..Preconditions::default() };
+        let mut staging = self.stage(target, handler, &create_only).await?;
+        // The source's version stays readable for the grace period even if
+        // the source changes meanwhile, so these copies are consistent.
+        for (path, record) in &marker.files {
+            let from = source.paths.file(&marker.current_version, path);
+            self.store.copy(&from, &target.paths.file(&staging.version, path)).await?;
+            staging.files.insert(path.clone(), record.clone());
+        }
+        self.commit(staging, handler, &create_only, author).await
     }
 
     /// Runs the handler on a version's file set: the problems, or the

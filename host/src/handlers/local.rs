@@ -184,7 +184,7 @@ mod tests {
 
     #[test]
     fn host_rules_apply_before_the_handler() {
-        let limits = FolderLimits { max_file_bytes: 10, max_files: 1, max_total_bytes: 12 };
+        let limits = FolderLimits { max_file_bytes: 10, max_files: 1, max_total_bytes: 11 };
         let entries = [FileEntry { path: "v/x".into(), size: 1 }, FileEntry { path: "big.bin".into(), size: 11 }];
         let problems = host_problems(&entries, limits);
         let messages: Vec<_> = problems.iter().map(|p| (p.path.as_deref(), p.message.as_str())).collect();

@@ -7,12 +7,15 @@
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::access::AccessDenied;
+use crate::access::{AccessDenied, AccessError};
 use crate::auth::AuthError;
+use crate::blobs::BlobError;
 use crate::buckets::InvalidBucket;
+use crate::documents::DocumentError;
 use crate::folders::FolderError;
 use crate::handlers::{HandlerError, RegistryError};
 use crate::resource_url::UrlError;
+use crate::sharing::SharingError;
 use crate::storage::StorageError;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +72,36 @@ impl From<RegistryError> for ApiError {
     }
 }
 
+impl From<AccessError> for ApiError {
+    fn from(error: AccessError) -> Self {
+        match error {
+            AccessError::Denied(denied) => denied.into(),
+            AccessError::Unavailable(message) => Self::new(StatusCode::SERVICE_UNAVAILABLE, message),
+        }
+    }
+}
+
+impl From<DocumentError> for ApiError {
+    fn from(error: DocumentError) -> Self {
+        let status = match error {
+            DocumentError::Contended(_) => StatusCode::SERVICE_UNAVAILABLE,
+            DocumentError::Storage(_) | DocumentError::Corrupt { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        Self::new(status, error.to_string())
+    }
+}
+
+impl From<SharingError> for ApiError {
+    fn from(error: SharingError) -> Self {
+        match error {
+            SharingError::BadRequest(message) => Self::bad_request(message),
+            SharingError::Forbidden(message) => Self::new(StatusCode::FORBIDDEN, message),
+            SharingError::NotFound(message) => Self::new(StatusCode::NOT_FOUND, message),
+            SharingError::Document(error) => error.into(),
+        }
+    }
+}
+
 impl From<UrlError> for ApiError {
     fn from(error: UrlError) -> Self {
         Self::bad_request(error.to_string())
@@ -113,6 +146,26 @@ impl From<FolderError> for ApiError {
     }
 }
 
+impl From<BlobError> for ApiError {
+    fn from(error: BlobError) -> Self {
+        let status = match &error {
+            BlobError::NotFound(url) => return Self::not_found(url),
+            BlobError::FolderNotAllowed(_) | BlobError::BadRequest(_) | BlobError::InvalidApplication(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            BlobError::ResourceTooLarge { .. } | BlobError::UploadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            BlobError::Precondition(_) => StatusCode::PRECONDITION_FAILED,
+            BlobError::Conflict(_) => StatusCode::CONFLICT,
+            BlobError::Lock(_) => StatusCode::SERVICE_UNAVAILABLE,
+            BlobError::Corrupt { .. } | BlobError::Storage(_) => {
+                tracing::error!(%error, "storage error");
+                return Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Storage error");
+            }
+        };
+        Self::new(status, error.to_string())
+    }
+}
+
 impl From<StorageError> for ApiError {
     fn from(error: StorageError) -> Self {
         tracing::error!(%error, "storage error");
@@ -139,5 +192,17 @@ mod tests {
         assert_eq!(crash.message, "handler 'skill@1' crashed: boom");
         let slow = ApiError::from(handler(HandlerErrorKind::TimedOut { limit_ms: 5 }));
         assert_eq!(slow.status, StatusCode::SERVICE_UNAVAILABLE);
+
+        let too_large = ApiError::from(BlobError::ResourceTooLarge { size: 10, max: 5 });
+        assert_eq!(
+            (too_large.status, too_large.message.as_str()),
+            (StatusCode::PAYLOAD_TOO_LARGE, "Resource size: 10 exceeds max limit: 5")
+        );
+        let folder = ApiError::from(BlobError::FolderNotAllowed("files/b/x/".into()));
+        assert_eq!(
+            (folder.status, folder.message.as_str()),
+            (StatusCode::BAD_REQUEST, "Folder not allowed: files/b/x/")
+        );
+        assert_eq!(ApiError::from(BlobError::NotFound("files/b/x".into())).message, "Not found: files/b/x");
     }
 }

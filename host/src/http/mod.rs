@@ -1,8 +1,12 @@
 //! The HTTP surface: DIAL-compatible routes over the host's services.
 
+pub mod catalog;
 pub mod error;
 pub mod extract;
+mod publication;
 mod routes;
+mod sharing;
+mod v1;
 mod v2;
 
 use std::sync::Arc;
@@ -17,7 +21,9 @@ use tower_http::trace::TraceLayer;
 
 use crate::access::AccessService;
 use crate::auth::Authenticator;
+use crate::blobs::BlobService;
 use crate::buckets::BucketCodec;
+use crate::documents::Documents;
 use crate::folders::FolderEngine;
 use crate::handlers::HandlerRegistry;
 
@@ -31,10 +37,12 @@ pub struct AppState {
 pub struct Services {
     pub auth: Authenticator,
     pub access: AccessService,
+    pub documents: Documents,
     pub buckets: BucketCodec,
     pub handlers: HandlerRegistry,
     pub store: Arc<dyn ObjectStore>,
     pub folders: Arc<FolderEngine>,
+    pub blobs: Arc<BlobService>,
 }
 
 impl AppState {
@@ -48,6 +56,10 @@ impl AppState {
 
     pub fn access(&self) -> &AccessService {
         &self.inner.access
+    }
+
+    pub fn documents(&self) -> &Documents {
+        &self.inner.documents
     }
 
     pub fn buckets(&self) -> &BucketCodec {
@@ -64,6 +76,10 @@ impl AppState {
 
     pub fn folders(&self) -> &FolderEngine {
         &self.inner.folders
+    }
+
+    pub fn blobs(&self) -> &BlobService {
+        &self.inner.blobs
     }
 }
 
@@ -82,6 +98,26 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/bucket", get(routes::bucket))
         .route("/v1/ops/handlers", get(routes::list_handlers))
         .route("/v1/ops/handlers/reload", post(routes::reload_handlers))
+        .route("/v1/ops/resource/share/create", post(sharing::create))
+        .route("/v1/ops/resource/share/list", post(sharing::list))
+        .route("/v1/ops/resource/share/discard", post(sharing::discard))
+        .route("/v1/ops/resource/share/revoke", post(sharing::revoke))
+        .route("/v1/ops/resource/share/copy", post(sharing::copy))
+        .route("/v1/ops/publication/create", post(publication::create))
+        .route("/v1/ops/publication/list", post(publication::list))
+        .route("/v1/ops/publication/get", post(publication::get))
+        .route("/v1/ops/publication/delete", post(publication::delete))
+        .route("/v1/ops/publication/approve", post(publication::approve))
+        .route("/v1/ops/publication/reject", post(publication::reject))
+        .route("/v1/ops/publication/rule/list", post(publication::list_rules))
+        .route("/v1/invitations", get(sharing::list_invitations))
+        .route("/v1/invitations/{id}", get(sharing::get_invitation).delete(sharing::delete_invitation))
+        .route("/v1/metadata/{*path}", get(v1::metadata))
+        // File uploads are limited by the blob service while streaming.
+        .route("/v1/files/{*path}", v1::resource_routes())
+        .route("/v1/prompts/{*path}", v1::resource_routes())
+        .route("/v1/conversations/{*path}", v1::resource_routes())
+        .route("/v1/applications/{*path}", v1::resource_routes())
         .route("/v2/metadata/{*path}", get(v2::metadata))
         .route("/v2/ops/{group}/restore", post(v2::restore))
         // Uploads are limited by the engine while streaming, per type.

@@ -90,7 +90,7 @@ fn raw_path<'a>(uri: &'a Uri, prefix: &str) -> &'a str {
     uri.path().strip_prefix(prefix).unwrap_or_default()
 }
 
-fn author(caller: &Caller) -> Option<String> {
+pub(super) fn author(caller: &Caller) -> Option<String> {
     Some(match &caller.identity {
         crate::auth::Identity::User { id } => id.clone(),
         crate::auth::Identity::Project { name } => name.clone(),
@@ -241,10 +241,14 @@ pub async fn delete(
         }
         None if target.node.url.is_folder() => {
             engine.delete_folder(&target.node).await?;
+            state.access().sharing().forget(&target.node.location, &target.node.url.to_string()).await?;
             Ok(StatusCode::OK.into_response())
         }
         None => {
             engine.delete_resource(&target.node, &conditions).await?;
+            // Its shares and invitations end with it (a restore or a
+            // re-create does not bring them back).
+            state.access().sharing().forget(&target.node.location, &target.node.url.to_string()).await?;
             Ok(StatusCode::OK.into_response())
         }
     }
@@ -292,8 +296,10 @@ pub async fn metadata(
         None => None,
     };
     let listing = engine.list(&folder, recursive, token.as_deref(), limit).await?;
+    let filter = state.access().listing_filter(&caller, &folder.location).await?;
+    let shown = listing.items.iter().filter(|item| filter.shows(&caller, item.url()));
     let mut node = folder_json(&folder.url, None);
-    node["items"] = json!(listing.items.iter().map(node_json).collect::<Vec<_>>());
+    node["items"] = json!(shown.map(node_json).collect::<Vec<_>>());
     if let Some(token) = listing.next_token {
         node["nextToken"] = json!(bs58::encode(token.as_bytes()).into_string());
     }

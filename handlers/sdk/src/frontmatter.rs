@@ -1,26 +1,38 @@
-//! Safe reading of `SKILL.md`'s text and YAML frontmatter.
+//! YAML frontmatter (`---` / YAML / `---` at the top of a text file), parsed
+//! safely.
 //!
 //! The frontmatter is untrusted input, so it is size-capped before the YAML
 //! parser sees it, and it is parsed with yaml-rust2's pull parser into a small
 //! tree of our own: anchors, aliases and tags stop parsing outright (no alias
-//! is ever expanded), nesting is capped, and duplicate keys are rejected.
+//! is ever expanded, so no "billion laughs"), nesting is capped, duplicate
+//! keys are rejected, a leading byte order mark and CRLF line ends are
+//! tolerated. Scalars are typed by the YAML 1.2 core schema, so `version: 1.0`
+//! is a number and a rule can say "put it in quotes".
 //!
-//! Every `Err(String)` here is a full sentence meant for the person who wrote
-//! the file.
+//! ```
+//! use dial_handler_sdk::frontmatter::Frontmatter;
+//!
+//! const FRONTMATTER: Frontmatter = Frontmatter::new("NOTE.md").requiring("the field `title`");
+//! let fields = FRONTMATTER.read("---\ntitle: Hello\n---\nBody\n").unwrap();
+//! assert_eq!(fields[0].1.as_str(), Some("Hello"));
+//! ```
+//!
+//! Every `Err(String)` is a full sentence meant for the person who wrote the
+//! file, naming it and the line.
 
 use std::collections::HashMap;
 
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, ScanError, TScalarStyle};
 
-/// Largest frontmatter (the YAML between the `---` lines) parsed, in bytes.
+use crate::text::shorten;
+
+/// Largest frontmatter (the YAML between the `---` lines) parsed by default, in bytes.
 pub const MAX_FRONTMATTER_BYTES: usize = 64 * 1024;
-/// Deepest collection nesting allowed; the top-level mapping is level 1.
+/// Deepest collection nesting allowed by default; the top-level mapping is level 1.
 pub const MAX_NESTING_DEPTH: usize = 8;
 
 const BYTE_ORDER_MARK: char = '\u{feff}';
-const EMPTY_FRONTMATTER: &str = "The frontmatter of SKILL.md is empty; it must contain at least \
-                                 the fields `name` and `description`";
 
 /// How a scalar reads under the YAML 1.2 core schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +58,9 @@ pub enum Node {
     /// Entries in document order; keys are unique.
     Mapping(Vec<(Scalar, Node)>),
 }
+
+/// The top-level `field: value` entries, in document order.
+pub type Fields = Vec<(Scalar, Node)>;
 
 impl Scalar {
     /// The type as a message names it, e.g. "a number".
@@ -79,87 +94,111 @@ impl Node {
     }
 }
 
-/// Checks that `bytes` are UTF-8 and returns them as text.
-pub fn decode_utf8(bytes: &[u8]) -> Result<&str, String> {
-    std::str::from_utf8(bytes).map_err(|error| {
-        let offset = error.valid_up_to();
-        format!(
-            "SKILL.md is not valid UTF-8 text: the first invalid byte is at byte offset {offset} \
-             (line {}); save the file as UTF-8",
-            line_at(&bytes[..offset])
-        )
-    })
+/// The value of the top-level field `key`, if present.
+pub fn field<'a>(fields: &'a Fields, key: &str) -> Option<&'a Node> {
+    fields.iter().find(|(name, _)| name.text == key).map(|(_, value)| value)
 }
 
-/// Finds the first C0 control character other than tab, line feed and
-/// carriage return, which no text editor puts in a Markdown file on purpose.
-pub fn find_control_char(text: &str) -> Option<String> {
-    let (offset, found) =
-        text.char_indices().find(|&(_, c)| c.is_ascii_control() && c != '\x7f' && !matches!(c, '\t' | '\n' | '\r'))?;
-    Some(format!(
-        "SKILL.md contains the control character U+{:04X} at byte offset {offset} (line {}); \
-         only tab, line feed and carriage return are allowed",
-        u32::from(found),
-        line_at(&text.as_bytes()[..offset])
-    ))
+/// How one file's frontmatter is read: the file name messages use, and the
+/// limits. Build it as a `const`.
+#[derive(Debug, Clone, Copy)]
+pub struct Frontmatter<'a> {
+    /// The file, as messages name it (e.g. `SKILL.md`).
+    pub file: &'a str,
+    /// Largest YAML accepted, in bytes; checked before parsing.
+    pub max_bytes: usize,
+    /// Deepest collection nesting accepted; the top-level mapping is level 1.
+    pub max_depth: usize,
+    /// What an empty frontmatter is missing, e.g. "the fields `name` and
+    /// `description`", for the message.
+    pub required: Option<&'a str>,
 }
 
-/// Returns the YAML text between the opening and closing `---` lines.
-///
-/// One leading UTF-8 byte order mark is tolerated. A delimiter is a whole line
-/// that is `---` plus optional trailing spaces or tabs (CRLF tolerated); a
-/// `---` inside a value or a `----` line does not count. The YAML always
-/// starts on line 2 of the file.
-pub fn extract(text: &str) -> Result<&str, String> {
-    let text = text.strip_prefix(BYTE_ORDER_MARK).unwrap_or(text);
-    let mut lines = lines_with_offsets(text);
-    let opening_ok = lines.next().is_some_and(|(_, line)| is_delimiter(line));
-    if !opening_ok {
-        let first_line = text.lines().next().unwrap_or("");
-        return Err(format!(
-            "SKILL.md must start with YAML frontmatter: the first line must be `---`, but it is \
-             {}",
-            describe_line(first_line)
-        ));
+impl<'a> Frontmatter<'a> {
+    /// Frontmatter of `file` with the default limits (64 KiB, 8 levels).
+    pub const fn new(file: &'a str) -> Self {
+        Self { file, max_bytes: MAX_FRONTMATTER_BYTES, max_depth: MAX_NESTING_DEPTH, required: None }
     }
-    let yaml_start = text.find('\n').map_or(text.len(), |newline| newline + 1);
-    let yaml_end = lines.find(|(_, line)| is_delimiter(line)).map(|(start, _)| start).ok_or_else(|| {
-        "The frontmatter of SKILL.md is not closed: add a line containing only `---` after \
-             the last field"
-            .to_string()
-    })?;
-    let yaml = &text[yaml_start..yaml_end];
-    if yaml.len() > MAX_FRONTMATTER_BYTES {
-        return Err(format!(
-            "The frontmatter of SKILL.md is {} bytes; the limit is {MAX_FRONTMATTER_BYTES} bytes \
-             (64 KiB). Keep long content in the Markdown body or in other files",
-            yaml.len()
-        ));
-    }
-    Ok(yaml)
-}
 
-/// Parses the frontmatter YAML; the result must be a mapping.
-pub fn parse(yaml: &str) -> Result<Vec<(Scalar, Node)>, String> {
-    let root = TreeBuilder { yaml, parser: Parser::new_from_str(yaml) }.document()?;
-    match root {
-        Some(Node::Mapping(entries)) => Ok(entries),
-        Some(other) => Err(format!(
-            "The frontmatter of SKILL.md must be a YAML mapping of `field: value` lines, but it \
-             is {}",
-            other.describe()
-        )),
-        None => Err(EMPTY_FRONTMATTER.to_string()),
+    /// The same, naming what an empty frontmatter should contain.
+    pub const fn requiring(mut self, required: &'a str) -> Self {
+        self.required = Some(required);
+        self
+    }
+
+    /// [`extract`](Self::extract) then [`parse`](Self::parse).
+    pub fn read(&self, text: &str) -> Result<Fields, String> {
+        self.extract(text).and_then(|yaml| self.parse(yaml))
+    }
+
+    /// Returns the YAML text between the opening and closing `---` lines.
+    ///
+    /// One leading UTF-8 byte order mark is tolerated. A delimiter is a whole
+    /// line that is `---` plus optional trailing spaces or tabs (CRLF
+    /// tolerated); a `---` inside a value or a `----` line does not count.
+    /// The YAML always starts on line 2 of the file.
+    pub fn extract<'t>(&self, text: &'t str) -> Result<&'t str, String> {
+        let file = self.file;
+        let text = text.strip_prefix(BYTE_ORDER_MARK).unwrap_or(text);
+        let mut lines = lines_with_offsets(text);
+        let opening_ok = lines.next().is_some_and(|(_, line)| is_delimiter(line));
+        if !opening_ok {
+            let first_line = text.lines().next().unwrap_or("");
+            return Err(format!(
+                "{file} must start with YAML frontmatter: the first line must be `---`, but it is {}",
+                describe_line(first_line)
+            ));
+        }
+        let yaml_start = text.find('\n').map_or(text.len(), |newline| newline + 1);
+        let yaml_end = lines.find(|(_, line)| is_delimiter(line)).map(|(start, _)| start).ok_or_else(|| {
+            format!("The frontmatter of {file} is not closed: add a line containing only `---` after the last field")
+        })?;
+        let yaml = &text[yaml_start..yaml_end];
+        if yaml.len() > self.max_bytes {
+            return Err(format!(
+                "The frontmatter of {file} is {} bytes; the limit is {} bytes{}. Keep long content in the body \
+                 or in other files",
+                yaml.len(),
+                self.max_bytes,
+                crate::text::human_size(self.max_bytes as u64)
+            ));
+        }
+        Ok(yaml)
+    }
+
+    /// Parses the frontmatter YAML; the result must be a non-empty mapping.
+    pub fn parse(&self, yaml: &str) -> Result<Fields, String> {
+        let file = self.file;
+        if yaml.len() > self.max_bytes {
+            return Err(format!(
+                "The frontmatter of {file} is {} bytes; the limit is {} bytes",
+                yaml.len(),
+                self.max_bytes
+            ));
+        }
+        let root = TreeBuilder { config: self, yaml, parser: Parser::new_from_str(yaml) }.document()?;
+        match root {
+            Some(Node::Mapping(entries)) => Ok(entries),
+            Some(other) => Err(format!(
+                "The frontmatter of {file} must be a YAML mapping of `field: value` lines, but it is {}",
+                other.describe()
+            )),
+            None => Err(match self.required {
+                Some(required) => format!("The frontmatter of {file} is empty; it must contain at least {required}"),
+                None => format!("The frontmatter of {file} is empty"),
+            }),
+        }
     }
 }
 
 /// Builds a [`Node`] tree from parser events, rejecting what we never accept.
-struct TreeBuilder<'a> {
+struct TreeBuilder<'a, 'c> {
+    config: &'c Frontmatter<'c>,
     yaml: &'a str,
     parser: Parser<std::str::Chars<'a>>,
 }
 
-impl TreeBuilder<'_> {
+impl TreeBuilder<'_, '_> {
     /// Parses the single document; `None` when the YAML has no content.
     fn document(&mut self) -> Result<Option<Node>, String> {
         // The stream always opens with StreamStart.
@@ -175,8 +214,8 @@ impl TreeBuilder<'_> {
         match self.next()? {
             (Event::StreamEnd, _) => Ok(Some(root)),
             (_, mark) => Err(format!(
-                "The frontmatter of SKILL.md must be a single YAML document, but a second one \
-                 starts at line {}",
+                "The frontmatter of {} must be a single YAML document, but a second one starts at line {}",
+                self.config.file,
                 file_line(&mark)
             )),
         }
@@ -186,12 +225,8 @@ impl TreeBuilder<'_> {
     /// a collection starting here would have.
     fn node(&mut self, event: Event, mark: Marker, depth: usize) -> Result<Node, String> {
         let is_collection = matches!(event, Event::MappingStart(..) | Event::SequenceStart(..));
-        if is_collection && depth > MAX_NESTING_DEPTH {
-            return Err(format!(
-                "The frontmatter of SKILL.md is nested more than {MAX_NESTING_DEPTH} levels deep \
-                 at line {}",
-                file_line(&mark)
-            ));
+        if is_collection && depth > self.config.max_depth {
+            return Err(too_deep(self.config, &mark));
         }
         match event {
             Event::Scalar(text, style, ..) => Ok(Node::Scalar(resolve_scalar(text, style))),
@@ -205,11 +240,16 @@ impl TreeBuilder<'_> {
                 }
             }
             Event::MappingStart(..) => self.mapping(depth),
-            _ => Err(format!("Unexpected YAML structure in the frontmatter of SKILL.md at line {}", file_line(&mark))),
+            _ => Err(format!(
+                "Unexpected YAML structure in the frontmatter of {} at line {}",
+                self.config.file,
+                file_line(&mark)
+            )),
         }
     }
 
     fn mapping(&mut self, depth: usize) -> Result<Node, String> {
+        let file = self.config.file;
         let mut entries = Vec::new();
         let mut first_lines: HashMap<String, usize> = HashMap::new();
         loop {
@@ -218,8 +258,8 @@ impl TreeBuilder<'_> {
                 (Event::Scalar(text, style, ..), mark) => (resolve_scalar(text, style), mark),
                 (_, mark) => {
                     return Err(format!(
-                        "The frontmatter of SKILL.md uses a list or mapping as a key at line {}; \
-                         keys must be plain names",
+                        "The frontmatter of {file} uses a list or mapping as a key at line {}; keys must be plain \
+                         names",
                         file_line(&mark)
                     ));
                 }
@@ -229,8 +269,8 @@ impl TreeBuilder<'_> {
             // same key: stricter than YAML, never ambiguous for a reader.
             if let Some(first) = first_lines.insert(key.text.clone(), line) {
                 return Err(format!(
-                    "Duplicate key '{}' at line {line} of SKILL.md (first at line {first}); each \
-                     key may appear only once in a mapping",
+                    "Duplicate key '{}' at line {line} of {file} (first at line {first}); each key may appear only \
+                     once in a mapping",
                     shorten(&key.text)
                 ));
             }
@@ -242,9 +282,11 @@ impl TreeBuilder<'_> {
 
     /// The next event, with anchors, aliases and tags turned into errors.
     fn next(&mut self) -> Result<(Event, Marker), String> {
-        let (event, mark) = self.parser.next_token().map_err(|error| scan_error_message(&error, self.yaml))?;
+        let file = self.config.file;
+        let (event, mark) =
+            self.parser.next_token().map_err(|error| scan_error_message(self.config, &error, self.yaml))?;
         let (anchor, tag) = match &event {
-            Event::Alias(_) => return Err(alias_error(&mark)),
+            Event::Alias(_) => return Err(alias_error(file, &mark)),
             Event::Scalar(_, _, anchor, tag) | Event::SequenceStart(anchor, tag) | Event::MappingStart(anchor, tag) => {
                 (*anchor, tag.as_ref())
             }
@@ -257,16 +299,16 @@ impl TreeBuilder<'_> {
                 other => other,
             };
             return Err(format!(
-                "YAML tags such as '{handle}{}' are not allowed in the frontmatter of SKILL.md \
-                 (line {}); remove the tag and quote the value if it must be a string",
+                "YAML tags such as '{handle}{}' are not allowed in the frontmatter of {file} (line {}); remove the \
+                 tag and quote the value if it must be a string",
                 tag.suffix,
                 file_line(&mark)
             ));
         }
         if anchor != 0 {
             return Err(format!(
-                "YAML anchors (`&name`) are not allowed in the frontmatter of SKILL.md (line {}); \
-                 write the value out instead",
+                "YAML anchors (`&name`) are not allowed in the frontmatter of {file} (line {}); write the value out \
+                 instead",
                 file_line(&mark)
             ));
         }
@@ -274,29 +316,33 @@ impl TreeBuilder<'_> {
     }
 }
 
-fn alias_error(mark: &Marker) -> String {
+fn too_deep(config: &Frontmatter, mark: &Marker) -> String {
     format!(
-        "YAML aliases (`*name`) are not allowed in the frontmatter of SKILL.md (line {}); write \
-         the value out instead",
+        "The frontmatter of {} is nested more than {} levels deep at line {}",
+        config.file,
+        config.max_depth,
         file_line(mark)
     )
 }
 
-fn scan_error_message(error: &ScanError, yaml: &str) -> String {
+fn alias_error(file: &str, mark: &Marker) -> String {
+    format!(
+        "YAML aliases (`*name`) are not allowed in the frontmatter of {file} (line {}); write the value out instead",
+        file_line(mark)
+    )
+}
+
+fn scan_error_message(config: &Frontmatter, error: &ScanError, yaml: &str) -> String {
     let mark = error.marker();
     let info = error.info();
     // An alias whose anchor was never defined fails inside the parser, before
     // we see an event; it is still an alias, so say so.
     if info.contains("unknown anchor") {
-        return alias_error(mark);
+        return alias_error(config.file, mark);
     }
     // The scanner caps flow (`[`/`{`) nesting itself, before any event.
     if info.contains("recursion limit") {
-        return format!(
-            "The frontmatter of SKILL.md is nested more than {MAX_NESTING_DEPTH} levels deep at \
-             line {}",
-            file_line(mark)
-        );
+        return too_deep(config, mark);
     }
     // Tab indentation and an unquoted `: ` are the usual mistakes; the
     // parser's own wording does not point at the fix, so add a hint.
@@ -308,13 +354,14 @@ fn scan_error_message(error: &ScanError, yaml: &str) -> String {
         String::new()
     };
     format!(
-        "The frontmatter of SKILL.md is not valid YAML: {info} at line {}, column {}{hint}",
+        "The frontmatter of {} is not valid YAML: {info} at line {}, column {}{hint}",
+        config.file,
         file_line(mark),
         mark.col() + 1
     )
 }
 
-/// SKILL.md line of a YAML position: the YAML starts on line 2.
+/// File line of a YAML position: the YAML starts on line 2.
 fn file_line(mark: &Marker) -> usize {
     mark.line() + 1
 }
@@ -392,25 +439,22 @@ fn tab_indented_line(yaml: &str) -> Option<usize> {
         .map(|index| index + 1)
 }
 
-/// `text` cut to a length that fits in a message (keys can be kilobytes long).
-pub fn shorten(text: &str) -> String {
-    const SHOWN_CHARS: usize = 60;
-    match text.char_indices().nth(SHOWN_CHARS) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
-    }
-}
-
-fn line_at(prefix: &[u8]) -> usize {
-    prefix.iter().filter(|&&b| b == b'\n').count() + 1
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const FM: Frontmatter = Frontmatter::new("SKILL.md");
+
     fn kind(text: &str) -> ScalarKind {
         plain_scalar_kind(text)
+    }
+
+    fn parse(yaml: &str) -> Result<Fields, String> {
+        FM.parse(yaml)
+    }
+
+    fn extract(text: &str) -> Result<&str, String> {
+        FM.extract(text)
     }
 
     #[test]
@@ -457,12 +501,24 @@ mod tests {
     }
 
     #[test]
-    fn utf8_and_control_characters() {
-        let error = decode_utf8(b"---\nname: caf\xe9\n").unwrap_err();
-        assert!(error.contains("byte offset 13") && error.contains("line 2"), "{error}");
-        let error = find_control_char("ab\ncd\0").unwrap();
-        assert!(error.contains("U+0000") && error.contains("byte offset 5") && error.contains("line 2"));
-        assert_eq!(find_control_char("tab\there\r\n\u{7f} é 技能"), None);
+    fn size_cap_applies_before_parsing() {
+        let small = Frontmatter { max_bytes: 16, ..Frontmatter::new("NOTE.md") };
+        let error = small.read("---\ntitle: a long enough title\n---\n").unwrap_err();
+        assert!(error.contains("The frontmatter of NOTE.md is 27 bytes; the limit is 16 bytes"), "{error}");
+        assert!(small.parse("title: a long enough title\n").unwrap_err().contains("limit is 16 bytes"));
+    }
+
+    #[test]
+    fn messages_name_the_configured_file() {
+        let notes = Frontmatter::new("NOTE.md").requiring("the field `title`");
+        assert_eq!(
+            notes.parse("").unwrap_err(),
+            "The frontmatter of NOTE.md is empty; it must contain at least the field `title`"
+        );
+        assert!(notes.parse("a: 1\na: 2\n").unwrap_err().contains("at line 3 of NOTE.md (first at line 2)"));
+        let fields = notes.read("\u{feff}---\r\ntitle: Hi\r\n---\r\n").unwrap();
+        assert_eq!(field(&fields, "title").and_then(Node::as_str), Some("Hi"));
+        assert_eq!(field(&fields, "other"), None);
     }
 
     #[test]

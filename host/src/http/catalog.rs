@@ -1,0 +1,136 @@
+//! What a resource URL names, across v1 groups and handler groups: the one
+//! place sharing and publication ask "which type is this, does it exist".
+
+use super::AppState;
+use super::error::ApiError;
+use crate::blobs::service::Download;
+use crate::blobs::{BlobGroup, BlobTarget};
+use crate::buckets::BucketLocation;
+use crate::etag::{EtagMatch, Preconditions};
+use crate::folders::Node;
+use crate::handlers::Handler;
+use crate::resource_url::{Intent, ResourceUrl};
+
+/// The storage model of a group.
+#[derive(Clone)]
+pub enum Kind {
+    /// A v1 single-blob group.
+    Blob(BlobGroup),
+    /// A v2 folder-resource group and the handler serving it.
+    Folder(Handler),
+}
+
+impl Kind {
+    /// DIAL's `resourceType` name: `FILE`, `PROMPT`, …; for a handler type,
+    /// its type name in upper case with `_` for `-` (`SKILL`).
+    pub fn resource_type(&self) -> String {
+        match self {
+            Self::Blob(group) => group.resource_type().to_string(),
+            Self::Folder(handler) => handler.description().type_name.to_uppercase().replace('-', "_"),
+        }
+    }
+}
+
+/// A resource link from a request body, resolved.
+pub struct Link {
+    pub url: ResourceUrl,
+    pub location: BucketLocation,
+    pub kind: Kind,
+}
+
+impl Link {
+    /// The canonical URL string grants and publications are keyed by.
+    pub fn key(&self) -> String {
+        self.url.to_string()
+    }
+}
+
+/// Parses a link as clients send it in JSON bodies: `<group>/<bucket>/<path>`,
+/// optionally with a leading `/`, `v1/`, `v2/` or `metadata/`.
+pub fn parse_link(state: &AppState, raw: &str) -> Result<Link, ApiError> {
+    let incorrect = || ApiError::bad_request(format!("Incorrect resource link provided {raw}"));
+    let mut text = raw.trim_start_matches('/');
+    for prefix in ["v1/", "v2/"] {
+        text = text.strip_prefix(prefix).unwrap_or(text);
+    }
+    text = text.strip_prefix("metadata/").unwrap_or(text);
+    let url = ResourceUrl::parse(text, Intent::Read).map_err(|_| incorrect())?;
+    let kind = kind_of(state, url.group()).ok_or_else(incorrect)?;
+    let location = state.buckets().decode(url.bucket()).map_err(|_| incorrect())?;
+    Ok(Link { url, location, kind })
+}
+
+pub fn kind_of(state: &AppState, group: &str) -> Option<Kind> {
+    match BlobGroup::parse(group) {
+        Some(group) => Some(Kind::Blob(group)),
+        None => state.handlers().get(group).map(Kind::Folder),
+    }
+}
+
+/// Whether the item a link names exists (folders are not checked: a v1
+/// folder is only a prefix).
+pub async fn exists(state: &AppState, link: &Link) -> Result<bool, ApiError> {
+    if link.url.is_folder() && matches!(link.kind, Kind::Blob(_)) {
+        return Ok(true);
+    }
+    match &link.kind {
+        Kind::Blob(_) => {
+            let target = BlobTarget::new(link.url.clone(), link.location.clone())?;
+            Ok(state.blobs().exists(&target).await?)
+        }
+        Kind::Folder(_) => {
+            let node = Node::new(link.url.clone(), link.location.clone())?;
+            let engine = state.folders();
+            if link.url.is_folder() && engine.folder_exists(&node).await? {
+                return Ok(true);
+            }
+            Ok(engine.live_marker(&node).await?.is_some())
+        }
+    }
+}
+
+/// Copies the item `source` names to `target` (same group), which must not
+/// exist: a v2 resource gets a fresh, re-validated marker with the same
+/// aggregate etag; a v1 item is streamed, never held whole.
+pub async fn copy(state: &AppState, source: &Link, target: &Link, author: Option<String>) -> Result<(), ApiError> {
+    let create_only = Preconditions { if_none_match: Some(EtagMatch::Any), ..Preconditions::default() };
+    match &source.kind {
+        Kind::Folder(handler) => {
+            let from = Node::new(source.url.clone(), source.location.clone())?;
+            let to = Node::new(target.url.clone(), target.location.clone())?;
+            state.folders().copy_resource(&from, &to, handler, author).await?;
+        }
+        Kind::Blob(group) => {
+            let from = BlobTarget::new(source.url.clone(), source.location.clone())?;
+            let to = BlobTarget::new(target.url.clone(), target.location.clone())?;
+            let Download::Content { meta, body } = state.blobs().download(&from, &Preconditions::default()).await?
+            else {
+                unreachable!("no If-None-Match was sent");
+            };
+            if group.is_json() {
+                state.blobs().put_json(&to, body, Some(meta.content_length), &create_only, author).await?;
+            } else {
+                state.blobs().put_file(&to, body, Some(&meta.content_type), &create_only, author).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the item a link names (a v2 resource is tombstoned) and ends its
+/// shares.
+pub async fn delete(state: &AppState, link: &Link) -> Result<(), ApiError> {
+    let any = Preconditions::default();
+    match &link.kind {
+        Kind::Folder(_) => {
+            let node = Node::new(link.url.clone(), link.location.clone())?;
+            state.folders().delete_resource(&node, &any).await?;
+        }
+        Kind::Blob(_) => {
+            let target = BlobTarget::new(link.url.clone(), link.location.clone())?;
+            state.blobs().delete(&target, &any).await?;
+        }
+    }
+    state.access().sharing().forget(&link.location, &link.key()).await?;
+    Ok(())
+}

@@ -1,0 +1,383 @@
+//! DIAL's publication API: `/v1/ops/publication/*`.
+//!
+//! create copies each source into the author's review bucket
+//! (`<author>publications/<id>/`); approve copies review → `public`, applies
+//! DELETE actions, stores the rules and removes the review copies; reject
+//! and delete remove the review copies. Sources are never touched. Every
+//! copy of a v2 resource is a whole version with a fresh, validated marker
+//! and the same aggregate etag ([`catalog::copy`]).
+
+use std::collections::BTreeSet;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::catalog::{self, Link};
+use super::error::ApiError;
+use crate::access::{Permission, Resource};
+use crate::auth::Caller;
+use crate::documents::Update;
+use crate::folders::engine::now_ms;
+use crate::publication::rules::{PublicRules, Rule, RulesDocument};
+use crate::publication::{Action, Publication, PublicationResource, PublicationStore, Status, parse_publication_url};
+use crate::resource_url::{Intent, ResourceUrl};
+
+fn body<T: DeserializeOwned>(bytes: &Bytes, what: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("{what}. Incorrect body: {e}")))
+}
+
+fn store(state: &AppState) -> PublicationStore {
+    PublicationStore::new(state.documents().clone())
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CreateRequest {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    target_folder: Option<String>,
+    #[serde(default)]
+    resources: Vec<ResourceRequest>,
+    #[serde(default)]
+    rules: Vec<Rule>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResourceRequest {
+    #[serde(default)]
+    action: Option<Action>,
+    #[serde(default)]
+    source_url: Option<String>,
+    #[serde(default)]
+    target_url: Option<String>,
+}
+
+/// The decoded segments of a `public/<path>/` target folder.
+fn target_folder_segments(folder: &str) -> Result<Vec<String>, ApiError> {
+    let bad = || ApiError::bad_request(format!("Publication \"targetFolder\" must be a public folder: {folder}"));
+    if !folder.starts_with("public/") || !folder.ends_with('/') {
+        return Err(bad());
+    }
+    // Parsed as a folder of some group in `public`, by the one URL parser.
+    let url = ResourceUrl::parse(&format!("any/{folder}"), Intent::Write).map_err(|_| bad())?;
+    Ok(url.segments().to_vec())
+}
+
+/// A publication's view of one resource action, checked.
+struct Planned {
+    action: Action,
+    source: Option<Link>,
+    target: Link,
+    review: Option<Link>,
+}
+
+/// `POST /v1/ops/publication/create`
+pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Value>, ApiError> {
+    let request: CreateRequest = body(&bytes, "Can't create publication")?;
+    let target_folder = request
+        .target_folder
+        .clone()
+        .ok_or_else(|| ApiError::bad_request("Publication \"targetFolder\" is missing"))?;
+    let folder_segments = target_folder_segments(&target_folder)?;
+    if folder_segments.is_empty() && !request.rules.is_empty() {
+        return Err(ApiError::bad_request("Rules are not allowed for root targetFolder"));
+    }
+    if request.resources.is_empty() && request.rules.is_empty() {
+        return Err(ApiError::bad_request("Publication must have at least one resource or rule"));
+    }
+    for rule in &request.rules {
+        rule.check().map_err(|e| ApiError::bad_request(e.to_string()))?;
+    }
+
+    let author = caller.bucket_location();
+    let author_bucket = state.buckets().encode(&author);
+    let mut random = [0u8; 16];
+    rand::fill(&mut random);
+    let id: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let review_bucket = state.buckets().encode(&author.review(&id));
+
+    let mut planned = Vec::new();
+    let mut targets = BTreeSet::new();
+    let mut sources = BTreeSet::new();
+    for resource in &request.resources {
+        let action = resource.action.ok_or_else(|| ApiError::bad_request("Resource \"action\" is missing"))?;
+        let target_raw =
+            resource.target_url.as_deref().ok_or_else(|| ApiError::bad_request("Resource \"targetUrl\" is missing"))?;
+        let target = catalog::parse_link(&state, target_raw)?;
+        let inside = target.url.is_public()
+            && !target.url.is_folder()
+            && target.url.segments().len() > folder_segments.len()
+            && target.url.segments().starts_with(&folder_segments);
+        if !inside {
+            return Err(ApiError::bad_request(format!(
+                "Target resource {target_raw} must be an item inside the target folder {target_folder}"
+            )));
+        }
+        if !targets.insert(target.key()) {
+            return Err(ApiError::bad_request(format!("Duplicated target resource: {target_raw}")));
+        }
+        // The author must be able to read what they publish into.
+        if !caller.is_admin && !state.access().rules().admits(&caller, &target.url).await? {
+            return Err(ApiError::forbidden(&target.key()));
+        }
+        let exists = catalog::exists(&state, &target).await?;
+        match action {
+            Action::Add => {
+                let source_raw = resource
+                    .source_url
+                    .as_deref()
+                    .ok_or_else(|| ApiError::bad_request("Resource \"sourceUrl\" is missing"))?;
+                let source = catalog::parse_link(&state, source_raw)?;
+                if source.url.is_public() || source.url.is_folder() {
+                    return Err(ApiError::bad_request(format!("Source resource {source_raw} must be a private item")));
+                }
+                if source.url.group() != target.url.group() {
+                    return Err(ApiError::bad_request(format!(
+                        "Source {source_raw} and target {target_raw} must be of the same type"
+                    )));
+                }
+                if !sources.insert(source.key()) {
+                    return Err(ApiError::bad_request(format!("Duplicated source resource: {source_raw}")));
+                }
+                let resource = Resource { url: &source.url, location: &source.location };
+                state.access().check(&caller, resource, Permission::Read).await?;
+                if !catalog::exists(&state, &source).await? {
+                    return Err(ApiError::not_found(&source.key()));
+                }
+                if exists {
+                    return Err(ApiError::bad_request(format!("Target resource already exists: {target_raw}")));
+                }
+                let suffix = target.key()[target.url.group().len() + "/public/".len()..].to_string();
+                let review = catalog::parse_link(&state, &format!("{}/{review_bucket}/{suffix}", target.url.group()))?;
+                planned.push(Planned { action, source: Some(source), target, review: Some(review) });
+            }
+            Action::Delete => {
+                if !exists {
+                    return Err(ApiError::bad_request(format!("Target resource does not exist: {target_raw}")));
+                }
+                planned.push(Planned { action, source: None, target, review: None });
+            }
+        }
+    }
+
+    // Copy every source into the review bucket; on failure undo what was copied.
+    let author_name = super::v2::author(&caller);
+    for (index, plan) in planned.iter().enumerate() {
+        let (Some(source), Some(review)) = (&plan.source, &plan.review) else { continue };
+        if let Err(error) = catalog::copy(&state, source, review, author_name.clone()).await {
+            remove_review_copies(&state, &planned[..index]).await;
+            return Err(error);
+        }
+    }
+    let resource_types = planned.iter().map(|p| p.target.kind.resource_type()).collect::<BTreeSet<_>>();
+    let publication = Publication {
+        url: format!("publications/{author_bucket}/{id}"),
+        name: request.name,
+        target_folder,
+        status: Status::Pending,
+        created_at: now_ms(),
+        author: author_name,
+        resources: planned
+            .iter()
+            .map(|p| PublicationResource {
+                action: p.action,
+                source_url: p.source.as_ref().map(Link::key),
+                target_url: p.target.key(),
+                review_url: p.review.as_ref().map(Link::key),
+            })
+            .collect(),
+        rules: request.rules,
+        resource_types,
+        comment: None,
+    };
+    if let Err(error) = store(&state).create(&id, &author, &publication).await {
+        remove_review_copies(&state, &planned).await;
+        return Err(error.into());
+    }
+    Ok(Json(serde_json::to_value(&publication).expect("publications serialize")))
+}
+
+/// Best effort: review copies left behind by a failure are unreachable
+/// (no publication names them) and only cost storage.
+async fn remove_review_copies(state: &AppState, planned: &[Planned]) {
+    for review in planned.iter().filter_map(|p| p.review.as_ref()) {
+        if let Err(error) = catalog::delete(state, review).await {
+            tracing::warn!(url = %review.key(), error = %error.message, "could not remove a review copy");
+        }
+    }
+}
+
+async fn remove_reviews_of(state: &AppState, publication: &Publication) {
+    for url in publication.resources.iter().filter_map(|r| r.review_url.as_deref()) {
+        let removed = match catalog::parse_link(state, url) {
+            Ok(link) => catalog::delete(state, &link).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = removed
+            && error.status != StatusCode::NOT_FOUND
+        {
+            tracing::warn!(url, error = %error.message, "could not remove a review copy");
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct UrlRequest {
+    url: String,
+    #[serde(default)]
+    comment: Option<String>,
+}
+
+/// The publication a request names, if the caller is its author or an admin.
+async fn authorized(state: &AppState, caller: &Caller, url: &str) -> Result<(String, Publication), ApiError> {
+    let forbidden = || ApiError::new(StatusCode::FORBIDDEN, format!("Forbidden resource: {url}"));
+    let (bucket, id) =
+        parse_publication_url(url).ok_or_else(|| ApiError::bad_request(format!("Invalid publication url: {url}")))?;
+    let author = state.buckets().decode(&bucket).map_err(|_| forbidden())?;
+    if author != caller.bucket_location() && !caller.is_admin {
+        return Err(forbidden());
+    }
+    let publication = store(state).get(&id).await?.ok_or_else(|| ApiError::not_found(url))?;
+    if publication.url != url.trim_start_matches('/') {
+        return Err(ApiError::not_found(url));
+    }
+    Ok((id, publication))
+}
+
+/// `POST /v1/ops/publication/get`
+pub async fn get(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Publication>, ApiError> {
+    let request: UrlRequest = body(&bytes, "Can't get publication")?;
+    Ok(Json(authorized(&state, &caller, &request.url).await?.1))
+}
+
+/// `POST /v1/ops/publication/list`: `publications/<own bucket>/` for the
+/// caller's own, `publications/public/` for the admins' pending queue.
+pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Value>, ApiError> {
+    let request: UrlRequest = body(&bytes, "Can't list publications")?;
+    let bucket = request
+        .url
+        .trim_start_matches('/')
+        .strip_prefix("publications/")
+        .and_then(|rest| rest.strip_suffix('/'))
+        .ok_or_else(|| ApiError::bad_request(format!("Invalid publication folder: {}", request.url)))?;
+    let publications = if bucket == "public" {
+        if !caller.is_admin {
+            return Err(ApiError::forbidden(&request.url));
+        }
+        store(&state).pending().await?
+    } else {
+        let author = state.buckets().decode(bucket)?;
+        if author != caller.bucket_location() {
+            return Err(ApiError::forbidden(&request.url));
+        }
+        store(&state).by_author(&author).await?
+    };
+    let summaries: Vec<Value> = publications
+        .iter()
+        .map(|p| {
+            let mut summary = serde_json::to_value(p).expect("publications serialize");
+            let object = summary.as_object_mut().expect("an object");
+            object.remove("resources");
+            object.remove("rules");
+            summary
+        })
+        .collect();
+    Ok(Json(json!({ "publications": summaries })))
+}
+
+/// `POST /v1/ops/publication/delete`: the author withdraws (or an admin
+/// removes) a publication; a pending one loses its review copies.
+pub async fn delete(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<StatusCode, ApiError> {
+    let request: UrlRequest = body(&bytes, "Can't delete publication")?;
+    let (id, publication) = authorized(&state, &caller, &request.url).await?;
+    let (bucket, _) = parse_publication_url(&request.url).expect("checked by authorized");
+    let author = state.buckets().decode(&bucket)?;
+    store(&state).delete(&id, &author).await?;
+    if publication.status == Status::Pending {
+        remove_reviews_of(&state, &publication).await;
+    }
+    Ok(StatusCode::OK)
+}
+
+/// Moves a pending publication to `status`; exactly one decision wins.
+async fn decide(state: &AppState, caller: &Caller, bytes: &Bytes, status: Status) -> Result<Publication, ApiError> {
+    if !caller.is_admin {
+        return Err(ApiError::new(StatusCode::FORBIDDEN, "Only admins may approve or reject publications"));
+    }
+    let request: UrlRequest = body(bytes, "Can't decide publication")?;
+    let (id, _) = authorized(state, caller, &request.url).await?;
+    store(state).finalize(&id, status, request.comment).await?.ok_or_else(|| {
+        ApiError::new(StatusCode::NOT_FOUND, format!("Publication is already finalized: {}", request.url))
+    })
+}
+
+/// `POST /v1/ops/publication/approve` (admin)
+pub async fn approve(
+    State(state): State<AppState>,
+    caller: Caller,
+    bytes: Bytes,
+) -> Result<Json<Publication>, ApiError> {
+    let publication = decide(&state, &caller, &bytes, Status::Approved).await?;
+    let author = publication.author.clone();
+    for resource in &publication.resources {
+        let target = catalog::parse_link(&state, &resource.target_url)?;
+        match resource.action {
+            Action::Add => {
+                let review_url = resource.review_url.as_deref().unwrap_or_default();
+                let review = catalog::parse_link(&state, review_url)?;
+                catalog::copy(&state, &review, &target, author.clone()).await?;
+            }
+            Action::Delete => match catalog::delete(&state, &target).await {
+                Ok(()) => {}
+                Err(error) if error.status == StatusCode::NOT_FOUND => {}
+                Err(error) => return Err(error),
+            },
+        }
+    }
+    if !publication.rules.is_empty() {
+        let folder = publication.target_folder.clone();
+        let rules = publication.rules.clone();
+        state
+            .documents()
+            .update(&PublicRules::path(), |all: &mut RulesDocument| {
+                all.insert(folder.clone(), rules.clone());
+                Ok::<_, ApiError>(Update::Changed(()))
+            })
+            .await?;
+    }
+    remove_reviews_of(&state, &publication).await;
+    Ok(Json(publication))
+}
+
+/// `POST /v1/ops/publication/reject` (admin): `{"url", "comment"}`.
+pub async fn reject(
+    State(state): State<AppState>,
+    caller: Caller,
+    bytes: Bytes,
+) -> Result<Json<Publication>, ApiError> {
+    let publication = decide(&state, &caller, &bytes, Status::Rejected).await?;
+    remove_reviews_of(&state, &publication).await;
+    Ok(Json(publication))
+}
+
+/// `POST /v1/ops/publication/rule/list`: `{"url": "public/<folder>/"}` → the
+/// rules of the folder and its ancestors. The caller must be able to read
+/// the folder.
+pub async fn list_rules(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Value>, ApiError> {
+    let request: UrlRequest = body(&bytes, "Can't list rules")?;
+    target_folder_segments(&request.url)?;
+    let folder = ResourceUrl::parse(&format!("any/{}", request.url), Intent::Read)?;
+    if !caller.is_admin && !state.access().rules().admits(&caller, &folder).await? {
+        return Err(ApiError::forbidden(&request.url));
+    }
+    let rules = state.access().rules().along(&folder).await?;
+    Ok(Json(json!({ "rules": rules })))
+}

@@ -1,0 +1,250 @@
+//! DIAL's sharing API: `/v1/ops/resource/share/*` and `/v1/invitations`.
+//!
+//! Everything here acts on the caller's own bucket; the state and its rules
+//! live in [`crate::sharing`], the access check in [`crate::access`].
+
+use std::collections::BTreeSet;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::catalog::{self, Link};
+use super::error::ApiError;
+use crate::auth::Caller;
+use crate::sharing::{Access, Grant, Invitation, SharedResource};
+
+/// JSON bodies are accepted whatever the Content-Type says.
+fn body<T: DeserializeOwned>(bytes: &Bytes, what: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("{what}. Incorrect body: {e}")))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CreateRequest {
+    #[serde(default)]
+    resources: Vec<ResourceRequest>,
+    #[serde(default)]
+    max_accepted_users: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct ResourceRequest {
+    url: String,
+    #[serde(default)]
+    permissions: Option<Vec<String>>,
+}
+
+fn permissions(requested: Option<&Vec<String>>, default_read: bool) -> Result<Option<BTreeSet<Access>>, ApiError> {
+    let Some(requested) = requested else {
+        return Ok(default_read.then(|| BTreeSet::from([Access::Read])));
+    };
+    let mut set = BTreeSet::new();
+    for permission in requested {
+        set.insert(match permission.to_ascii_uppercase().as_str() {
+            "READ" => Access::Read,
+            "WRITE" => Access::Write,
+            other => return Err(ApiError::bad_request(format!("Unsupported permission: {other}"))),
+        });
+    }
+    if set.is_empty() {
+        return Err(ApiError::bad_request("At least one permission must be provided"));
+    }
+    Ok(Some(set))
+}
+
+/// A link the caller owns, named in a sharing request.
+fn own_link(state: &AppState, caller: &Caller, raw: &str, message: &str) -> Result<Link, ApiError> {
+    let link = catalog::parse_link(state, raw)?;
+    if link.location != caller.bucket_location() {
+        return Err(ApiError::bad_request(message.replace("{url}", raw)));
+    }
+    Ok(link)
+}
+
+/// `POST /v1/ops/resource/share/create`
+pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Value>, ApiError> {
+    let request: CreateRequest = body(&bytes, "Can't initiate share request")?;
+    if request.resources.is_empty() {
+        return Err(ApiError::bad_request("No resources provided"));
+    }
+    let mut seen = BTreeSet::new();
+    let mut resources = Vec::new();
+    for resource in &request.resources {
+        let link = own_link(&state, &caller, &resource.url, "Resource {url} does not belong to the user")?;
+        if !seen.insert(link.key()) {
+            return Err(ApiError::bad_request(format!("Duplicated resource: {}", resource.url)));
+        }
+        if !catalog::exists(&state, &link).await? {
+            return Err(ApiError::not_found(&link.key()));
+        }
+        let permissions = permissions(resource.permissions.as_ref(), true)?.expect("defaults to READ");
+        let (ttl, mut max_users) = state.access().sharing().limit_for(&caller, &link.kind.resource_type());
+        if let Some(asked) = request.max_accepted_users.filter(|n| *n >= 0) {
+            max_users = Some(max_users.map_or(asked, |limit| limit.min(asked)));
+        }
+        resources.push((SharedResource { url: link.key(), permissions }, (ttl, max_users)));
+    }
+    let invitation = state.access().sharing().create_invitation(&caller.bucket_location(), resources).await?;
+    Ok(Json(json!({ "invitationLink": format!("/v1/invitations/{}", invitation.id) })))
+}
+
+fn invitation_json(invitation: &Invitation) -> Value {
+    json!({
+        "id": invitation.id,
+        "resources": invitation.resources.iter().map(|r| json!({"url": r.url, "permissions": r.permissions})).collect::<Vec<_>>(),
+        "createdAt": invitation.created_at,
+        "expireAt": invitation.expire_at,
+        "maxAcceptedUsers": invitation.max_accepted_users,
+    })
+}
+
+/// `GET /v1/invitations`: the caller's own invitations.
+pub async fn list_invitations(State(state): State<AppState>, caller: Caller) -> Result<Json<Value>, ApiError> {
+    let invitations = state.access().sharing().invitations_of(&caller.bucket_location()).await?;
+    Ok(Json(json!({ "invitations": invitations.iter().map(invitation_json).collect::<Vec<_>>() })))
+}
+
+#[derive(Deserialize)]
+pub struct AcceptQuery {
+    #[serde(default)]
+    accept: Option<String>,
+}
+
+/// `GET /v1/invitations/{id}`: the invitation; with `?accept=true`, accept it.
+pub async fn get_invitation(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(query): Query<AcceptQuery>,
+) -> Result<Response, ApiError> {
+    let sharing = state.access().sharing();
+    if query.accept.as_deref().is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+        sharing.accept(&caller.bucket_location(), &id).await?;
+        return Ok(StatusCode::OK.into_response());
+    }
+    let (_, invitation) = sharing.invitation(&id).await?;
+    Ok(Json(invitation_json(&invitation)).into_response())
+}
+
+/// `DELETE /v1/invitations/{id}`: the owner withdraws an invitation.
+pub async fn delete_invitation(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    state.access().sharing().delete_invitation(&caller.bucket_location(), &id).await?;
+    Ok(StatusCode::OK)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListRequest {
+    #[serde(default)]
+    resource_types: Vec<String>,
+    #[serde(default)]
+    with: Option<String>,
+}
+
+/// `POST /v1/ops/resource/share/list`: `with: "others"` lists what the caller
+/// shares; anything else, what is shared with the caller.
+pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Value>, ApiError> {
+    let request: ListRequest = body(&bytes, "Can't list shared resources")?;
+    let sharing = state.access().sharing();
+    let by_me = request.with.as_deref().is_some_and(|w| w.eq_ignore_ascii_case("others"));
+    let grants = if by_me {
+        sharing.shared_by(&caller.bucket_location()).await?
+    } else {
+        sharing.shared_with(&caller.bucket_location()).await?
+    };
+    let wanted: BTreeSet<String> = request.resource_types.iter().map(|t| t.to_ascii_uppercase()).collect();
+    let nodes = grants
+        .iter()
+        .filter_map(|grant| {
+            let link = catalog::parse_link(&state, &grant.url).ok()?;
+            let resource_type = link.kind.resource_type();
+            (wanted.is_empty() || wanted.contains(&resource_type)).then(|| grant_json(&link, grant, &resource_type))
+        })
+        .collect::<Vec<_>>();
+    Ok(Json(json!({ "resources": nodes })))
+}
+
+fn grant_json(link: &Link, grant: &Grant, resource_type: &str) -> Value {
+    let url = &link.url;
+    let mut node = json!({
+        "name": url.name(),
+        "parentPath": url.parent_path(),
+        "bucket": url.bucket(),
+        "url": grant.url,
+        "nodeType": if url.is_folder() { "FOLDER" } else { "ITEM" },
+        "resourceType": resource_type,
+        "permissions": grant.permissions,
+    });
+    if !grant.users.is_empty() {
+        node["sharedWith"] = json!(grant.users);
+    }
+    node
+}
+
+#[derive(Deserialize)]
+struct UrlsRequest {
+    #[serde(default)]
+    resources: Vec<ResourceRequest>,
+}
+
+/// `POST /v1/ops/resource/share/discard`: the caller gives up shares.
+pub async fn discard(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<StatusCode, ApiError> {
+    let request: UrlsRequest = body(&bytes, "Can't discard shared resources")?;
+    let mut resources = Vec::new();
+    for resource in &request.resources {
+        let link = catalog::parse_link(&state, &resource.url)?;
+        resources.push((link.location.clone(), link.key()));
+    }
+    state.access().sharing().discard(&caller.bucket_location(), &resources).await?;
+    Ok(StatusCode::OK)
+}
+
+/// `POST /v1/ops/resource/share/revoke`: the owner takes grants back.
+pub async fn revoke(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<StatusCode, ApiError> {
+    let request: UrlsRequest = body(&bytes, "Can't revoke shared resources")?;
+    if request.resources.is_empty() {
+        return Err(ApiError::bad_request("No resources provided"));
+    }
+    let mut resources = Vec::new();
+    for resource in &request.resources {
+        let link =
+            own_link(&state, &caller, &resource.url, "You are only allowed to revoke access from own resources")?;
+        resources.push((link.key(), permissions(resource.permissions.as_ref(), false)?));
+    }
+    state.access().sharing().revoke(&caller.bucket_location(), &resources).await?;
+    Ok(StatusCode::OK)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CopyRequest {
+    source_url: String,
+    destination_url: String,
+}
+
+/// `POST /v1/ops/resource/share/copy`: grantees of the source get the same
+/// on the destination; both must be the caller's and exist.
+pub async fn copy(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<StatusCode, ApiError> {
+    let request: CopyRequest = body(&bytes, "Can't copy shared access")?;
+    let message = "Resource {url} does not belong to the user";
+    let source = own_link(&state, &caller, &request.source_url, message)?;
+    let destination = own_link(&state, &caller, &request.destination_url, message)?;
+    for link in [&source, &destination] {
+        if !catalog::exists(&state, link).await? {
+            return Err(ApiError::not_found(&link.key()));
+        }
+    }
+    state.access().sharing().copy(&caller.bucket_location(), &source.key(), &destination.key()).await?;
+    Ok(StatusCode::OK)
+}

@@ -1,0 +1,236 @@
+//! `/v1/{files|prompts|conversations|applications}/{bucket}/{path}` and
+//! `/v1/metadata/{group}/{bucket}/{path}`: v1 single-blob resources.
+//!
+//! Thin: the raw (still percent-encoded) path goes through the one URL
+//! parser, the bucket codec and the one access check; everything else is
+//! the blob service's ([`crate::blobs`]).
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get};
+use futures_util::StreamExt;
+
+use super::AppState;
+use super::error::ApiError;
+use crate::access::{Permission, Resource};
+use crate::auth::{Caller, Identity};
+use crate::blobs::listing::{folder_json, item_json};
+use crate::blobs::{BlobError, BlobGroup, BlobTarget, Download};
+use crate::etag::Preconditions;
+use crate::resource_url::{Intent, ResourceUrl};
+
+const DEFAULT_LIMIT: usize = 100;
+const MAX_LIMIT: usize = 1000;
+/// A metadata request whose `Accept` names this gets it as the content type.
+const METADATA_MIME: &str = "application/vnd.dial.metadata+json";
+const BAD_QUERY: &str = "Bad query parameters. Limit must be in [0, 1000] range. Recursive must be true/false";
+
+/// GET / PUT / DELETE of one item. Bodies are limited by the blob service
+/// while streaming, so the default body limit is off.
+pub fn resource_routes() -> MethodRouter<AppState> {
+    get(get_item).put(put_item).delete(delete_item).layer(DefaultBodyLimit::disable())
+}
+
+/// Parses `<group>/<bucket>/<path>` (raw), checks the group is a v1 one, then
+/// access.
+async fn resolve(
+    state: &AppState,
+    caller: &Caller,
+    raw: &str,
+    intent: Intent,
+    permission: Permission,
+) -> Result<BlobTarget, ApiError> {
+    let url = ResourceUrl::parse(raw, intent)?;
+    if BlobGroup::parse(url.group()).is_none() {
+        return Err(ApiError::not_found(&url.to_string()));
+    }
+    let location = state.buckets().decode(url.bucket())?;
+    state.access().check(caller, Resource { url: &url, location: &location }, permission).await?;
+    Ok(BlobTarget::new(url, location)?)
+}
+
+fn raw_path<'a>(uri: &'a Uri, prefix: &str) -> &'a str {
+    uri.path().strip_prefix(prefix).unwrap_or_default()
+}
+
+fn author(caller: &Caller) -> Option<String> {
+    Some(match &caller.identity {
+        Identity::User { id } => id.clone(),
+        Identity::Project { name } => name.clone(),
+    })
+}
+
+fn with_etag(mut response: Response, etag: &str) -> Response {
+    if let Ok(value) = HeaderValue::from_str(etag) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    response
+}
+
+/// `GET`: the item's bytes with its content type, length and `ETag`; 304
+/// when `If-None-Match` matches.
+async fn get_item(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let target = resolve(&state, &caller, raw_path(&uri, "/v1/"), Intent::Read, Permission::Read).await?;
+    let conditions = Preconditions::from_headers(&headers);
+    match state.blobs().download(&target, &conditions).await? {
+        Download::NotModified(meta) => Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &meta.etag)),
+        Download::Content { meta, body } => {
+            let response = (
+                [
+                    (header::CONTENT_TYPE, meta.content_type.clone()),
+                    (header::CONTENT_LENGTH, meta.content_length.to_string()),
+                ],
+                Body::from_stream(body.map(|chunk| chunk.map_err(std::io::Error::other))),
+            )
+                .into_response();
+            Ok(with_etag(response, &meta.etag))
+        }
+    }
+}
+
+/// `PUT`: a file (multipart, one file part, streamed) or a JSON document
+/// (whatever the request's content type). Answers the item's metadata.
+async fn put_item(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let target = resolve(&state, &caller, raw_path(&uri, "/v1/"), Intent::Write, Permission::Write).await?;
+    if target.url.is_folder() {
+        return Err(BlobError::FolderNotAllowed(target.url.to_string()).into());
+    }
+    let conditions = Preconditions::from_headers(&headers);
+    let blobs = state.blobs();
+    let committed = if target.group() == BlobGroup::Files {
+        let mut multipart = Multipart::from_request(request, &state).await.map_err(|rejection| {
+            ApiError::bad_request(format!(
+                "Expected a multipart/form-data body with one file part: {}",
+                rejection.body_text()
+            ))
+        })?;
+        let field = loop {
+            match multipart.next_field().await.map_err(bad_multipart)? {
+                Some(field) if field.file_name().is_some() => break field,
+                Some(_) => continue,
+                None => return Err(ApiError::bad_request("Expected a multipart/form-data body with one file part")),
+            }
+        };
+        let content_type = field.content_type().map(str::to_owned);
+        blobs.put_file(&target, field, content_type.as_deref(), &conditions, author(&caller)).await?
+    } else {
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse::<u64>().ok());
+        let body = request.into_body().into_data_stream();
+        blobs.put_json(&target, body, declared, &conditions, author(&caller)).await?
+    };
+    let body = Json(item_json(&target.url, target.group(), &committed.meta, true));
+    Ok(with_etag(body.into_response(), &committed.meta.etag))
+}
+
+fn bad_multipart(error: axum::extract::multipart::MultipartError) -> ApiError {
+    ApiError::bad_request(format!("Invalid multipart body: {}", error.body_text()))
+}
+
+/// `DELETE`: the item (`If-Match` / `If-None-Match` checked).
+async fn delete_item(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let target = resolve(&state, &caller, raw_path(&uri, "/v1/"), Intent::Read, Permission::Write).await?;
+    let conditions = Preconditions::from_headers(&headers);
+    state.blobs().delete(&target, &conditions).await?;
+    // Its shares and invitations end with it; re-creating it does not bring
+    // them back.
+    state.access().sharing().forget(&target.location, &target.url.to_string()).await?;
+    Ok(StatusCode::OK.into_response())
+}
+
+/// `GET /v1/metadata/{group}/{bucket}/{path}`: a folder (trailing `/`) lists
+/// its children (`limit`, `token`, `recursive`); an item gives its metadata.
+pub async fn metadata(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let target = resolve(&state, &caller, raw_path(&uri, "/v1/metadata/"), Intent::Read, Permission::Read).await?;
+    let (limit, recursive) = list_parameters(&query)?;
+    let (body, etag) = if target.url.is_folder() {
+        let token = query.get("token").map(String::as_str).filter(|t| !t.is_empty());
+        let mut listing = state.blobs().list(&target, recursive, token, limit).await?;
+        // In `public`, a non-admin sees only what the folder rules admit.
+        let filter = state.access().listing_filter(&caller, &target.location).await?;
+        listing.items.retain(|item| filter.shows(&caller, item.url()));
+        (folder_json(&target.url, target.group(), &listing), None)
+    } else {
+        let meta = state.blobs().metadata(&target).await?;
+        (item_json(&target.url, target.group(), &meta, true), Some(meta.etag))
+    };
+    let accepts_metadata_mime = headers
+        .get(header::ACCEPT)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|accept| accept.contains(METADATA_MIME));
+    let content_type = if accepts_metadata_mime { METADATA_MIME } else { "application/json" };
+    let response = ([(header::CONTENT_TYPE, content_type)], body.to_string()).into_response();
+    Ok(match etag {
+        Some(etag) => with_etag(response, &etag),
+        None => response,
+    })
+}
+
+/// `limit` (0..=1000, default 100) and `recursive` (`true`/`false`), with
+/// DIAL's 400 message for anything else.
+fn list_parameters(query: &HashMap<String, String>) -> Result<(usize, bool), ApiError> {
+    let limit = match query.get("limit") {
+        None => DEFAULT_LIMIT,
+        Some(limit) => limit.trim().parse::<usize>().ok().filter(|l| *l <= MAX_LIMIT).ok_or_else(bad_query)?,
+    };
+    let recursive = match query.get("recursive").map(|r| r.to_ascii_lowercase()) {
+        None => false,
+        Some(r) if r == "true" => true,
+        Some(r) if r == "false" => false,
+        Some(_) => return Err(bad_query()),
+    };
+    Ok((limit, recursive))
+}
+
+fn bad_query() -> ApiError {
+    ApiError::bad_request(BAD_QUERY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn list_parameters_follow_dial() {
+        assert_eq!(list_parameters(&query(&[])).unwrap(), (100, false));
+        assert_eq!(list_parameters(&query(&[("limit", "0"), ("recursive", "true")])).unwrap(), (0, true));
+        assert_eq!(list_parameters(&query(&[("limit", "1000"), ("recursive", "FALSE")])).unwrap(), (1000, false));
+        for bad in [&[("limit", "1001")][..], &[("limit", "-1")], &[("limit", "x")], &[("recursive", "yes")]] {
+            let error = list_parameters(&query(bad)).unwrap_err();
+            assert_eq!((error.status, error.message.as_str()), (StatusCode::BAD_REQUEST, BAD_QUERY));
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! DIAL's publication flow: source → review bucket → `public`, and the rules
+//! that decide who reads what under `public`.
+//!
+//! - [`rules`]: the rule matcher and the rules document.
+//! - this module: the publication record and where records are kept. Each
+//!   publication is one document (`system/publication/items/<id>.json`);
+//!   two index documents list an author's publications and the admins'
+//!   queue of pending ones. The copying itself (which needs the v1 and v2
+//!   stores) is driven by the HTTP layer's publication routes.
+
+pub mod rules;
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::buckets::BucketLocation;
+use crate::documents::{DocumentError, Documents, Update, global_path, path_for};
+use rules::Rule;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Status {
+    Pending,
+    Approved,
+    Rejected,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Action {
+    Add,
+    Delete,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublicationResource {
+    pub action: Action,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_url: Option<String>,
+    pub target_url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_url: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Publication {
+    /// `publications/<author bucket>/<id>`.
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub target_folder: String,
+    pub status: Status,
+    pub created_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+    pub resources: Vec<PublicationResource>,
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+    pub resource_types: BTreeSet<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+}
+
+/// The id and author bucket of a `publications/<bucket>/<id>` URL.
+pub fn parse_publication_url(url: &str) -> Option<(String, String)> {
+    let rest = url.trim_start_matches('/').strip_prefix("publications/")?;
+    let (bucket, id) = rest.split_once('/')?;
+    let valid = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric());
+    (valid(bucket) && valid(id)).then(|| (bucket.to_string(), id.to_string()))
+}
+
+/// Where publication records live.
+#[derive(Debug, Clone)]
+pub struct PublicationStore {
+    documents: Documents,
+}
+
+type Index = BTreeSet<String>;
+
+impl PublicationStore {
+    pub fn new(documents: Documents) -> Self {
+        Self { documents }
+    }
+
+    fn item(id: &str) -> object_store::path::Path {
+        global_path("publication/items", id)
+    }
+
+    fn author_index(author: &BucketLocation) -> object_store::path::Path {
+        path_for("publication", author, "publications")
+    }
+
+    fn pending_index() -> object_store::path::Path {
+        global_path("publication", "pending")
+    }
+
+    pub async fn get(&self, id: &str) -> Result<Option<Publication>, DocumentError> {
+        self.documents.get(&Self::item(id)).await
+    }
+
+    /// Records a new publication: its document, then the indexes.
+    pub async fn create(
+        &self,
+        id: &str,
+        author: &BucketLocation,
+        publication: &Publication,
+    ) -> Result<(), DocumentError> {
+        self.documents.create(&Self::item(id), publication).await?;
+        self.index(&Self::author_index(author), id, true).await?;
+        self.index(&Self::pending_index(), id, true).await
+    }
+
+    /// Moves a pending publication to its final status; `None` when it was
+    /// no longer pending (another admin decided first).
+    pub async fn finalize(
+        &self,
+        id: &str,
+        status: Status,
+        comment: Option<String>,
+    ) -> Result<Option<Publication>, DocumentError> {
+        let decided = self
+            .documents
+            .update(&Self::item(id), |publication: &mut Option<Publication>| {
+                Ok::<_, DocumentError>(match publication {
+                    Some(p) if p.status == Status::Pending => {
+                        p.status = status;
+                        p.comment = comment.clone();
+                        Update::Changed(Some(p.clone()))
+                    }
+                    _ => Update::Unchanged(None),
+                })
+            })
+            .await?;
+        if decided.is_some() {
+            self.index(&Self::pending_index(), id, false).await?;
+        }
+        Ok(decided)
+    }
+
+    /// Forgets a publication entirely.
+    pub async fn delete(&self, id: &str, author: &BucketLocation) -> Result<(), DocumentError> {
+        self.index(&Self::pending_index(), id, false).await?;
+        self.index(&Self::author_index(author), id, false).await?;
+        self.documents.delete(&Self::item(id)).await
+    }
+
+    pub async fn by_author(&self, author: &BucketLocation) -> Result<Vec<Publication>, DocumentError> {
+        self.load_all(self.documents.read::<Index>(&Self::author_index(author)).await?).await
+    }
+
+    pub async fn pending(&self) -> Result<Vec<Publication>, DocumentError> {
+        self.load_all(self.documents.read::<Index>(&Self::pending_index()).await?).await
+    }
+
+    async fn load_all(&self, ids: Index) -> Result<Vec<Publication>, DocumentError> {
+        let mut all = Vec::new();
+        for id in ids {
+            if let Some(publication) = self.get(&id).await? {
+                all.push(publication);
+            }
+        }
+        Ok(all)
+    }
+
+    async fn index(&self, path: &object_store::path::Path, id: &str, present: bool) -> Result<(), DocumentError> {
+        self.documents
+            .update(path, |ids: &mut Index| {
+                let changed = if present { ids.insert(id.to_string()) } else { ids.remove(id) };
+                Ok::<_, DocumentError>(if changed { Update::Changed(()) } else { Update::Unchanged(()) })
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn publication_urls() {
+        assert_eq!(parse_publication_url("publications/abc/123"), Some(("abc".into(), "123".into())));
+        assert_eq!(parse_publication_url("/publications/abc/123"), Some(("abc".into(), "123".into())));
+        assert_eq!(parse_publication_url("publications/abc/"), None);
+        assert_eq!(parse_publication_url("publications/a/b/c"), None);
+        assert_eq!(parse_publication_url("prompts/abc/123"), None);
+    }
+}

@@ -1,0 +1,284 @@
+//! DIAL's sharing API end to end: invitations, accept, the access they give
+//! (v2 skills via a shared folder, v1 items), revoke, discard, copy, limits,
+//! and deletion ending shares.
+
+use jsonwebtoken::{EncodingKey, Header, encode};
+use serde_json::{Value, json};
+
+use crate::support::{Client, Reply, Server, Setup};
+
+const HS_SECRET: &str = "sharing-secret";
+
+/// A user with a bearer token.
+struct User {
+    token: String,
+    bucket: String,
+}
+
+impl User {
+    async fn new(client: &Client, id: &str, roles: &[&str]) -> Self {
+        let claims = json!({"sub": id, "roles": roles, "exp": 4_102_444_800u64});
+        let token =
+            encode(&Header::default(), &claims, &EncodingKey::from_secret(HS_SECRET.as_bytes()).unwrap()).unwrap();
+        let token = format!("Bearer {token}");
+        let reply = client.get("/v1/bucket", &[("Authorization", &token)]).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let bucket = reply.json()["bucket"].as_str().unwrap().to_string();
+        Self { token, bucket }
+    }
+
+    fn auth(&self) -> [(&str, &str); 1] {
+        [("Authorization", self.token.as_str())]
+    }
+}
+
+struct Fixture {
+    _setup: Setup,
+    _server: Server,
+    client: Client,
+    alice: User,
+    bob: User,
+    carol: User,
+}
+
+impl Fixture {
+    async fn start(extra: &str) -> Self {
+        let setup = Setup::new();
+        let config = setup.config(&format!(
+            "[encryption]\nsecret = \"s\"\n[identity]\nhs256_secret = \"{HS_SECRET}\"\nroles_claim = \"roles\"\n{extra}"
+        ));
+        let server = setup.start(Some(&config), &[]);
+        let client = server.client();
+        let alice = User::new(&client, "alice", &["user"]).await;
+        let bob = User::new(&client, "bob", &["user"]).await;
+        let carol = User::new(&client, "carol", &["user"]).await;
+        Self { _setup: setup, _server: server, client, alice, bob, carol }
+    }
+
+    async fn post(&self, user: &User, path: &str, body: Value) -> Reply {
+        // DIAL clients send JSON as text/plain; the body is read whatever it says.
+        let mut headers = user.auth().to_vec();
+        headers.push(("Content-Type", "text/plain"));
+        self.client.post(path, &headers, &body.to_string()).await
+    }
+
+    async fn get(&self, user: &User, path: &str) -> Reply {
+        self.client.get(path, &user.auth()).await
+    }
+
+    async fn put_skill(&self, user: &User, path: &str, name: &str) {
+        let skill_md = format!("---\nname: {name}\ndescription: Does {name} things.\n---\n# {name}\n");
+        let files: [(&str, &[u8]); 2] = [("SKILL.md", skill_md.as_bytes()), ("scripts/run.py", b"print('hi')\n")];
+        let reply = self.client.put_files(&format!("/v2/skills/{}/{path}", user.bucket), &user.auth(), &files).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+
+    /// Shares `urls` (relative to the group) and returns the invitation id.
+    async fn share(&self, owner: &User, urls: &[&str]) -> String {
+        let resources: Vec<Value> = urls.iter().map(|u| json!({"url": u, "permissions": ["READ"]})).collect();
+        let reply = self
+            .post(owner, "/v1/ops/resource/share/create", json!({"invitationType": "link", "resources": resources}))
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let link = reply.json()["invitationLink"].as_str().unwrap().to_string();
+        link.strip_prefix("/v1/invitations/").unwrap().to_string()
+    }
+
+    async fn accept(&self, user: &User, id: &str) -> Reply {
+        self.get(user, &format!("/v1/invitations/{id}?accept=true")).await
+    }
+}
+
+#[tokio::test]
+async fn a_skill_shared_via_its_folder_is_readable_by_the_grantee_only_until_revoked() {
+    let f = Fixture::start("").await;
+    let a = &f.alice.bucket;
+    f.put_skill(&f.alice, "team/pdf-tools", "pdf-tools").await;
+    let zip = format!("/v2/skills/{a}/team/pdf-tools");
+    let file = format!("{zip}/files/scripts/run.py");
+    let listing = format!("/v2/metadata/skills/{a}/team/");
+
+    for path in [&zip, &file, &listing] {
+        assert_eq!(f.get(&f.bob, path).await.status, 403, "{path} before sharing");
+    }
+
+    let id = f.share(&f.alice, &[&format!("skills/{a}/team/")]).await;
+    assert!(id.len() >= 30 && id.bytes().all(|b| b.is_ascii_alphanumeric()), "{id}");
+    let invitation = f.get(&f.bob, &format!("/v1/invitations/{id}")).await;
+    assert_eq!(invitation.status, 200, "{}", invitation.body);
+    assert_eq!(invitation.json()["resources"][0]["url"], format!("skills/{a}/team/"));
+    assert_eq!(f.accept(&f.bob, &id).await.status, 200);
+
+    let reply = f.get(&f.bob, &zip).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.headers["content-type"], "application/zip");
+    let reply = f.get(&f.bob, &file).await;
+    assert_eq!((reply.status, reply.body.as_str()), (200, "print('hi')\n"));
+    let reply = f.get(&f.bob, &listing).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.json()["items"][0]["name"], "pdf-tools");
+
+    // Read only: the grantee cannot write, and nobody else can read.
+    let files: [(&str, &[u8]); 1] = [("SKILL.md", b"---\nname: x\ndescription: y\n---\n")];
+    assert_eq!(f.client.put_files(&zip, &f.bob.auth(), &files).await.status, 403);
+    assert_eq!(f.client.delete(&file, &f.bob.auth()).await.status, 403);
+    for path in [&zip, &file, &listing] {
+        assert_eq!(f.get(&f.carol, path).await.status, 403, "{path} for a stranger");
+    }
+
+    // Shared with me / by me.
+    let mine = f.post(&f.bob, "/v1/ops/resource/share/list", json!({"resourceTypes": ["SKILL"], "with": "me"})).await;
+    assert_eq!(mine.status, 200, "{}", mine.body);
+    let resources = mine.json()["resources"].clone();
+    assert_eq!(resources.as_array().unwrap().len(), 1, "{resources}");
+    assert_eq!(resources[0]["nodeType"], "FOLDER");
+    assert_eq!(resources[0]["permissions"], json!(["READ"]));
+    let others = f.post(&f.alice, "/v1/ops/resource/share/list", json!({"with": "others"})).await.json();
+    assert_eq!(others["resources"][0]["url"], format!("skills/{a}/team/"));
+
+    // Revoke takes effect on the next request.
+    let reply = f
+        .post(&f.alice, "/v1/ops/resource/share/revoke", json!({"resources": [{"url": format!("skills/{a}/team/")}]}))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    for path in [&zip, &file, &listing] {
+        assert_eq!(f.get(&f.bob, path).await.status, 403, "{path} after revoke");
+    }
+    let mine = f.post(&f.bob, "/v1/ops/resource/share/list", json!({"with": "me"})).await.json();
+    assert_eq!(mine["resources"], json!([]));
+}
+
+#[tokio::test]
+async fn invitations_are_owned_limited_and_end_with_the_resource() {
+    let f = Fixture::start("[sharing.limits.SKILL]\nmax_accepted_users = 1\n").await;
+    let a = &f.alice.bucket;
+    f.put_skill(&f.alice, "pdf", "pdf").await;
+    let url = format!("skills/{a}/pdf");
+
+    // Validation.
+    let create = "/v1/ops/resource/share/create";
+    let reply = f.post(&f.alice, create, json!({"resources": []})).await;
+    assert_eq!((reply.status, reply.body.as_str()), (400, "No resources provided"));
+    let reply = f.post(&f.alice, create, json!({"resources": [{"url": url}, {"url": url}]})).await;
+    assert_eq!((reply.status, reply.body.as_str()), (400, format!("Duplicated resource: {url}").as_str()));
+    let reply = f.post(&f.bob, create, json!({"resources": [{"url": url}]})).await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(reply.body, format!("Resource {url} does not belong to the user"));
+    let reply = f.post(&f.alice, create, json!({"resources": [{"url": "nonsense"}]})).await;
+    assert_eq!((reply.status, reply.body.as_str()), (400, "Incorrect resource link provided nonsense"));
+    let reply = f.post(&f.alice, create, json!({"resources": [{"url": format!("skills/{a}/missing")}]})).await;
+    assert_eq!(reply.status, 404);
+    assert_eq!(f.client.post(create, &f.alice.auth(), "{not json").await.status, 400);
+
+    let id = f.share(&f.alice, &[&url]).await;
+    let listed = f.get(&f.alice, "/v1/invitations").await.json();
+    assert_eq!(listed["invitations"][0]["id"], id.as_str());
+    assert_eq!(listed["invitations"][0]["maxAcceptedUsers"], 1);
+    let ttl = listed["invitations"][0]["expireAt"].as_i64().unwrap()
+        - listed["invitations"][0]["createdAt"].as_i64().unwrap();
+    assert_eq!(ttl, 72 * 3_600_000, "skills: 72 h by default");
+
+    let reply = f.accept(&f.alice, &id).await;
+    assert_eq!(reply.status, 400);
+    assert!(reply.body.contains("already belong to you"), "{}", reply.body);
+    assert_eq!(f.accept(&f.bob, &id).await.status, 200);
+    let reply = f.accept(&f.carol, &id).await;
+    assert_eq!(reply.status, 400);
+    assert!(reply.body.starts_with("Limit is exceeded on the number of accepted users"), "{}", reply.body);
+
+    // Only the owner deletes an invitation; unknown ids are 404.
+    let reply = f.client.delete(&format!("/v1/invitations/{id}"), &f.bob.auth()).await;
+    assert_eq!((reply.status, reply.body.as_str()), (403, "You are not invitation owner"));
+    let reply = f.get(&f.bob, "/v1/invitations/NoSuchInvitation1").await;
+    assert_eq!((reply.status, reply.body.as_str()), (404, "No invitation found for ID NoSuchInvitation1"));
+
+    // Deleting the resource revokes its shares and invitations; re-creating
+    // it brings neither back.
+    assert_eq!(f.get(&f.bob, &format!("/v2/{url}")).await.status, 200);
+    assert_eq!(f.client.delete(&format!("/v2/{url}"), &f.alice.auth()).await.status, 200);
+    f.put_skill(&f.alice, "pdf", "pdf").await;
+    assert_eq!(f.get(&f.bob, &format!("/v2/{url}")).await.status, 403);
+    assert_eq!(f.get(&f.bob, &format!("/v1/invitations/{id}")).await.status, 404);
+    assert_eq!(f.get(&f.alice, "/v1/invitations").await.json()["invitations"], json!([]));
+}
+
+#[tokio::test]
+async fn discard_and_copy() {
+    let f = Fixture::start("").await;
+    let a = &f.alice.bucket;
+    f.put_skill(&f.alice, "one", "one").await;
+    f.put_skill(&f.alice, "two", "two").await;
+    let one = format!("skills/{a}/one");
+    let two = format!("skills/{a}/two");
+    let id = f.share(&f.alice, &[&one]).await;
+    assert_eq!(f.accept(&f.bob, &id).await.status, 200);
+    assert_eq!(f.accept(&f.carol, &id).await.status, 200);
+
+    // The owner copies the grants of one resource onto another.
+    let copy = f.post(&f.alice, "/v1/ops/resource/share/copy", json!({"sourceUrl": one, "destinationUrl": two})).await;
+    assert_eq!(copy.status, 200, "{}", copy.body);
+    assert_eq!(f.get(&f.bob, &format!("/v2/{two}")).await.status, 200);
+    let copy = f.post(&f.bob, "/v1/ops/resource/share/copy", json!({"sourceUrl": one, "destinationUrl": two})).await;
+    assert_eq!(copy.status, 400, "only the owner copies");
+
+    // A grantee gives up its access; the other keeps it.
+    let reply = f.post(&f.bob, "/v1/ops/resource/share/discard", json!({"resources": [{"url": one}]})).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(f.get(&f.bob, &format!("/v2/{one}")).await.status, 403);
+    assert_eq!(f.get(&f.carol, &format!("/v2/{one}")).await.status, 200);
+
+    // Revoke is for owners.
+    let reply = f.post(&f.bob, "/v1/ops/resource/share/revoke", json!({"resources": [{"url": one}]})).await;
+    assert_eq!((reply.status, reply.body.as_str()), (400, "You are only allowed to revoke access from own resources"));
+}
+
+#[tokio::test]
+async fn concurrent_accepts_respect_the_user_limit() {
+    let f = Fixture::start("[sharing.limits.SKILL]\nmax_accepted_users = 3\n").await;
+    f.put_skill(&f.alice, "busy", "busy").await;
+    let id = f.share(&f.alice, &[&format!("skills/{}/busy", f.alice.bucket)]).await;
+    let mut users = Vec::new();
+    for i in 0..8 {
+        users.push(User::new(&f.client, &format!("user-{i}"), &["user"]).await);
+    }
+    let accepts = users.iter().map(|user| f.accept(user, &id));
+    let statuses: Vec<u16> = futures_util::future::join_all(accepts).await.iter().map(|r| r.status).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 3, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 400).count(), 5, "{statuses:?}");
+}
+
+#[tokio::test]
+async fn v1_items_and_folders_are_shared_too() {
+    let f = Fixture::start("").await;
+    let a = &f.alice.bucket;
+    let prompt = format!("/v1/prompts/{a}/team/greeting");
+    let reply = f.client.put_empty(&prompt, &f.alice.auth()).await;
+    assert_eq!(reply.status, 400, "an empty body is not JSON");
+    let mut headers = f.alice.auth().to_vec();
+    headers.push(("Content-Type", "text/plain"));
+    let put = f.client.put_body(&prompt, &headers, br#"{"content": "Hello"}"#).await;
+    assert_eq!(put.status, 200, "{}", put.body);
+
+    assert_eq!(f.get(&f.bob, &prompt).await.status, 403);
+    let id = f.share(&f.alice, &[&format!("prompts/{a}/team/")]).await;
+    assert_eq!(f.accept(&f.bob, &id).await.status, 200);
+    let read = f.get(&f.bob, &prompt).await;
+    assert_eq!((read.status, read.body.as_str()), (200, r#"{"content": "Hello"}"#));
+    let listing = f.get(&f.bob, &format!("/v1/metadata/prompts/{a}/team/")).await;
+    assert_eq!(listing.status, 200, "{}", listing.body);
+    assert_eq!(f.client.delete(&prompt, &f.bob.auth()).await.status, 403, "READ does not allow delete");
+    let mine = f.post(&f.bob, "/v1/ops/resource/share/list", json!({"resourceTypes": ["PROMPT"], "with": "me"})).await;
+    assert_eq!(mine.json()["resources"][0]["resourceType"], "PROMPT");
+    let none = f.post(&f.bob, "/v1/ops/resource/share/list", json!({"resourceTypes": ["SKILL"], "with": "me"})).await;
+    assert_eq!(none.json()["resources"], json!([]));
+
+    // An item shared on its own: deleting it ends the share.
+    let item = format!("/v1/prompts/{a}/solo");
+    assert_eq!(f.client.put_body(&item, &headers, b"[1]").await.status, 200);
+    let id = f.share(&f.alice, &[&format!("prompts/{a}/solo")]).await;
+    assert_eq!(f.accept(&f.carol, &id).await.status, 200);
+    assert_eq!(f.get(&f.carol, &item).await.status, 200);
+    assert_eq!(f.client.delete(&item, &f.alice.auth()).await.status, 200);
+    assert_eq!(f.client.put_body(&item, &headers, b"[2]").await.status, 200);
+    assert_eq!(f.get(&f.carol, &item).await.status, 403, "re-creating does not restore the share");
+}
