@@ -33,6 +33,14 @@ pub enum Identity {
 }
 
 impl Caller {
+    /// The name recorded as a resource's author: the user id or project.
+    pub fn author_name(&self) -> String {
+        match &self.identity {
+            Identity::User { id } => id.clone(),
+            Identity::Project { name } => name.clone(),
+        }
+    }
+
     /// The bucket the caller owns.
     pub fn bucket_location(&self) -> BucketLocation {
         match &self.identity {

@@ -2,12 +2,11 @@
 //! cargo as its author would, copied into `handlers.dir`, and served by the
 //! real binary under `/v2/prompt-libraries/…`.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::support::{Client, Server, Setup};
+use crate::support::{Client, Server, Setup, unzip};
 
 const ADMIN: &str = "admin-key";
 const OWNER: &str = "owner-key";
@@ -120,19 +119,6 @@ impl Fixture {
     async fn get(&self, path: &str) -> crate::support::Reply {
         self.client.get(path, &[("Api-Key", OWNER)]).await
     }
-}
-
-fn unzip(bytes: &[u8]) -> Vec<(String, Vec<u8>)> {
-    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("a valid zip");
-    let mut files = Vec::new();
-    for index in 0..archive.len() {
-        let mut file = archive.by_index(index).unwrap();
-        let mut content = Vec::new();
-        file.read_to_end(&mut content).unwrap();
-        files.push((file.name().unwrap().to_string(), content));
-    }
-    files.sort();
-    files
 }
 
 #[tokio::test]

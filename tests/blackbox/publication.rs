@@ -4,30 +4,9 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Client, Reply, Server, Setup};
+use crate::support::{Client, JwtUser as User, Reply, Server, Setup};
 
 const HS_SECRET: &str = "publication-secret";
-
-struct User {
-    token: String,
-    bucket: String,
-}
-
-impl User {
-    async fn new(client: &Client, id: &str, roles: &[&str]) -> Self {
-        use jsonwebtoken::{EncodingKey, Header, encode};
-        let claims = json!({"sub": id, "roles": roles, "exp": 4_102_444_800u64});
-        let key = EncodingKey::from_secret(HS_SECRET.as_bytes()).unwrap();
-        let token = format!("Bearer {}", encode(&Header::default(), &claims, &key).unwrap());
-        let bucket =
-            client.get("/v1/bucket", &[("Authorization", &token)]).await.json()["bucket"].as_str().unwrap().to_string();
-        Self { token, bucket }
-    }
-
-    fn auth(&self) -> [(&str, &str); 1] {
-        [("Authorization", self.token.as_str())]
-    }
-}
 
 struct Fixture {
     _setup: Setup,
@@ -47,10 +26,10 @@ impl Fixture {
         ));
         let server = setup.start(Some(&config), &[]);
         let client = server.client();
-        let alice = User::new(&client, "alice", &["user"]).await;
-        let admin = User::new(&client, "root", &["admin"]).await;
-        let teammate = User::new(&client, "bob", &["team-a"]).await;
-        let outsider = User::new(&client, "carol", &["other"]).await;
+        let alice = User::new(&client, HS_SECRET, "alice", &["user"]).await;
+        let admin = User::new(&client, HS_SECRET, "root", &["admin"]).await;
+        let teammate = User::new(&client, HS_SECRET, "bob", &["team-a"]).await;
+        let outsider = User::new(&client, HS_SECRET, "carol", &["other"]).await;
         Self { _setup: setup, _server: server, client, alice, admin, teammate, outsider }
     }
 

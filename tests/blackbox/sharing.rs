@@ -2,35 +2,11 @@
 //! (v2 skills via a shared folder, v1 items), revoke, discard, copy, limits,
 //! and deletion ending shares.
 
-use jsonwebtoken::{EncodingKey, Header, encode};
 use serde_json::{Value, json};
 
-use crate::support::{Client, Reply, Server, Setup};
+use crate::support::{Client, JwtUser as User, Reply, Server, Setup};
 
 const HS_SECRET: &str = "sharing-secret";
-
-/// A user with a bearer token.
-struct User {
-    token: String,
-    bucket: String,
-}
-
-impl User {
-    async fn new(client: &Client, id: &str, roles: &[&str]) -> Self {
-        let claims = json!({"sub": id, "roles": roles, "exp": 4_102_444_800u64});
-        let token =
-            encode(&Header::default(), &claims, &EncodingKey::from_secret(HS_SECRET.as_bytes()).unwrap()).unwrap();
-        let token = format!("Bearer {token}");
-        let reply = client.get("/v1/bucket", &[("Authorization", &token)]).await;
-        assert_eq!(reply.status, 200, "{}", reply.body);
-        let bucket = reply.json()["bucket"].as_str().unwrap().to_string();
-        Self { token, bucket }
-    }
-
-    fn auth(&self) -> [(&str, &str); 1] {
-        [("Authorization", self.token.as_str())]
-    }
-}
 
 struct Fixture {
     _setup: Setup,
@@ -49,9 +25,9 @@ impl Fixture {
         ));
         let server = setup.start(Some(&config), &[]);
         let client = server.client();
-        let alice = User::new(&client, "alice", &["user"]).await;
-        let bob = User::new(&client, "bob", &["user"]).await;
-        let carol = User::new(&client, "carol", &["user"]).await;
+        let alice = User::new(&client, HS_SECRET, "alice", &["user"]).await;
+        let bob = User::new(&client, HS_SECRET, "bob", &["user"]).await;
+        let carol = User::new(&client, HS_SECRET, "carol", &["user"]).await;
         Self { _setup: setup, _server: server, client, alice, bob, carol }
     }
 
@@ -239,7 +215,7 @@ async fn concurrent_accepts_respect_the_user_limit() {
     let id = f.share(&f.alice, &[&format!("skills/{}/busy", f.alice.bucket)]).await;
     let mut users = Vec::new();
     for i in 0..8 {
-        users.push(User::new(&f.client, &format!("user-{i}"), &["user"]).await);
+        users.push(User::new(&f.client, HS_SECRET, &format!("user-{i}"), &["user"]).await);
     }
     let accepts = users.iter().map(|user| f.accept(user, &id));
     let statuses: Vec<u16> = futures_util::future::join_all(accepts).await.iter().map(|r| r.status).collect();

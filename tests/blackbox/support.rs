@@ -224,3 +224,41 @@ impl Client {
         Reply { status, headers, body, bytes }
     }
 }
+
+/// A user calling with an HS256 bearer token (`sub` = id, `roles`).
+pub struct JwtUser {
+    pub token: String,
+    pub bucket: String,
+}
+
+impl JwtUser {
+    pub async fn new(client: &Client, secret: &str, id: &str, roles: &[&str]) -> Self {
+        use jsonwebtoken::{EncodingKey, Header, encode};
+        let claims = serde_json::json!({"sub": id, "roles": roles, "exp": 4_102_444_800u64});
+        let key = EncodingKey::from_secret(secret.as_bytes()).unwrap();
+        let token = format!("Bearer {}", encode(&Header::default(), &claims, &key).unwrap());
+        let reply = client.get("/v1/bucket", &[("Authorization", &token)]).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let bucket = reply.json()["bucket"].as_str().unwrap().to_string();
+        Self { token, bucket }
+    }
+
+    pub fn auth(&self) -> [(&str, &str); 1] {
+        [("Authorization", self.token.as_str())]
+    }
+}
+
+/// The entries of a ZIP, sorted by name.
+pub fn unzip(bytes: &[u8]) -> Vec<(String, Vec<u8>)> {
+    use std::io::Read;
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("a valid zip");
+    let mut files = Vec::new();
+    for index in 0..archive.len() {
+        let mut file = archive.by_index(index).unwrap();
+        let mut content = Vec::new();
+        file.read_to_end(&mut content).unwrap();
+        files.push((file.name().unwrap().to_string(), content));
+    }
+    files.sort();
+    files
+}

@@ -1,11 +1,9 @@
 //! `/v2/skills/…` end to end: whole resources, folders, single files,
 //! listings, limits, conditional requests, delete/restore, access.
 
-use std::io::Read;
-
 use serde_json::Value;
 
-use crate::support::{Client, Server, Setup};
+use crate::support::{Client, Server, Setup, unzip};
 
 const OWNER: &str = "owner-key";
 const OTHER: &str = "other-key";
@@ -52,19 +50,6 @@ impl Fixture {
     async fn get(&self, path: &str) -> crate::support::Reply {
         self.client.get(path, &[("Api-Key", OWNER)]).await
     }
-}
-
-fn unzip(bytes: &[u8]) -> Vec<(String, Vec<u8>)> {
-    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("a valid zip");
-    let mut files = Vec::new();
-    for index in 0..archive.len() {
-        let mut file = archive.by_index(index).unwrap();
-        let mut content = Vec::new();
-        file.read_to_end(&mut content).unwrap();
-        files.push((file.name().unwrap().to_string(), content));
-    }
-    files.sort();
-    files
 }
 
 fn names(listing: &Value) -> Vec<(String, String)> {

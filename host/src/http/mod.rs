@@ -127,3 +127,17 @@ pub fn router(state: AppState) -> Router {
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
+
+/// The request path after `prefix`, still percent-encoded: resource routes
+/// hand it to the one URL parser as it came.
+fn raw_path<'a>(uri: &'a axum::http::Uri, prefix: &str) -> &'a str {
+    uri.path().strip_prefix(prefix).unwrap_or_default()
+}
+
+/// Adds the `ETag` header DIAL clients read after every read and write.
+fn with_etag(mut response: axum::response::Response, etag: &str) -> axum::response::Response {
+    if let Ok(value) = axum::http::HeaderValue::from_str(etag) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    response
+}

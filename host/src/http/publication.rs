@@ -169,7 +169,7 @@ pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes)
     }
 
     // Copy every source into the review bucket; on failure undo what was copied.
-    let author_name = super::v2::author(&caller);
+    let author_name = Some(caller.author_name());
     for (index, plan) in planned.iter().enumerate() {
         let (Some(source), Some(review)) = (&plan.source, &plan.review) else { continue };
         if let Err(error) = catalog::copy(&state, source, review, author_name.clone()).await {

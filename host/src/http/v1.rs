@@ -10,15 +10,15 @@ use std::collections::HashMap;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
 use futures_util::StreamExt;
 
-use super::AppState;
 use super::error::ApiError;
+use super::{AppState, raw_path, with_etag};
 use crate::access::{Permission, Resource};
-use crate::auth::{Caller, Identity};
+use crate::auth::Caller;
 use crate::blobs::listing::{folder_json, item_json};
 use crate::blobs::{BlobError, BlobGroup, BlobTarget, Download};
 use crate::etag::Preconditions;
@@ -52,24 +52,6 @@ async fn resolve(
     let location = state.buckets().decode(url.bucket())?;
     state.access().check(caller, Resource { url: &url, location: &location }, permission).await?;
     Ok(BlobTarget::new(url, location)?)
-}
-
-fn raw_path<'a>(uri: &'a Uri, prefix: &str) -> &'a str {
-    uri.path().strip_prefix(prefix).unwrap_or_default()
-}
-
-fn author(caller: &Caller) -> Option<String> {
-    Some(match &caller.identity {
-        Identity::User { id } => id.clone(),
-        Identity::Project { name } => name.clone(),
-    })
-}
-
-fn with_etag(mut response: Response, etag: &str) -> Response {
-    if let Ok(value) = HeaderValue::from_str(etag) {
-        response.headers_mut().insert(header::ETAG, value);
-    }
-    response
 }
 
 /// `GET`: the item's bytes with its content type, length and `ETag`; 304
@@ -128,14 +110,14 @@ async fn put_item(
             }
         };
         let content_type = field.content_type().map(str::to_owned);
-        blobs.put_file(&target, field, content_type.as_deref(), &conditions, author(&caller)).await?
+        blobs.put_file(&target, field, content_type.as_deref(), &conditions, Some(caller.author_name())).await?
     } else {
         let declared = headers
             .get(header::CONTENT_LENGTH)
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.parse::<u64>().ok());
         let body = request.into_body().into_data_stream();
-        blobs.put_json(&target, body, declared, &conditions, author(&caller)).await?
+        blobs.put_json(&target, body, declared, &conditions, Some(caller.author_name())).await?
     };
     let body = Json(item_json(&target.url, target.group(), &committed.meta, true));
     Ok(with_etag(body.into_response(), &committed.meta.etag))

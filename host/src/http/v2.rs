@@ -7,15 +7,15 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{FromRequest, Multipart, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use object_store::ObjectStoreExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::error::ApiError;
+use super::{AppState, raw_path, with_etag};
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
 use crate::etag::Preconditions;
@@ -84,24 +84,6 @@ fn decode_file_path(raw: &str) -> Result<String, ApiError> {
         segments.push(decoded.into_owned());
     }
     Ok(segments.join("/"))
-}
-
-fn raw_path<'a>(uri: &'a Uri, prefix: &str) -> &'a str {
-    uri.path().strip_prefix(prefix).unwrap_or_default()
-}
-
-pub(super) fn author(caller: &Caller) -> Option<String> {
-    Some(match &caller.identity {
-        crate::auth::Identity::User { id } => id.clone(),
-        crate::auth::Identity::Project { name } => name.clone(),
-    })
-}
-
-fn with_etag(mut response: Response, etag: &str) -> Response {
-    if let Ok(value) = HeaderValue::from_str(etag) {
-        response.headers_mut().insert(header::ETAG, value);
-    }
-    response
 }
 
 /// `GET /v2/{g}/{b}/{path}`: the ZIP; `…/files/{file}`: one file.
@@ -181,7 +163,7 @@ pub async fn put(
     let conditions = Preconditions::from_headers(&headers);
     let engine = state.folders();
     if target.file.is_none() && target.node.url.is_folder() {
-        let marker = engine.create_folder(&target.node, author(&caller)).await?;
+        let marker = engine.create_folder(&target.node, Some(caller.author_name())).await?;
         let etag = md5_hex(&marker.to_json());
         let body = Json(folder_json(&target.node.url, Some(&marker)));
         return Ok(with_etag(body.into_response(), &etag));
@@ -204,7 +186,7 @@ pub async fn put(
             if staging.file_count() == 0 {
                 return Err(ApiError::bad_request("The upload has no files"));
             }
-            engine.commit(staging, &target.handler, &conditions, author(&caller)).await?
+            engine.commit(staging, &target.handler, &conditions, Some(caller.author_name())).await?
         }
         Some(file) => {
             let field = multipart
