@@ -153,3 +153,32 @@ async fn a_missing_bucket_is_not_ready() {
     let result = storage::check_ready(store.as_ref()).await;
     assert!(matches!(result, Err(StorageError::Store(_))), "{result:?}");
 }
+
+/// Sharing grants, invitations and publications are documents updated by
+/// compare-and-swap: concurrent writers from several instances (separate
+/// store clients on one S3 bucket) must all land, none lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_document_updates_from_two_clients_all_land() {
+    use dial_host::documents::{DocumentError, Documents, Update, global_path};
+    let Some((moto, first)) = s3_store("documents", "") else { return };
+    let second = storage::open("s3://documents", &moto.storage_options()).unwrap();
+    let path = global_path("test", "set");
+    let mut writers = tokio::task::JoinSet::new();
+    for i in 0..12 {
+        let documents = Documents::new(if i % 2 == 0 { first.clone() } else { second.clone() });
+        let path = path.clone();
+        writers.spawn(async move {
+            documents
+                .update(&path, |set: &mut std::collections::BTreeSet<u32>| {
+                    set.insert(i);
+                    Ok::<_, DocumentError>(Update::Changed(()))
+                })
+                .await
+        });
+    }
+    for result in writers.join_all().await {
+        result.unwrap();
+    }
+    let set: std::collections::BTreeSet<u32> = Documents::new(first).read(&path).await.unwrap();
+    assert_eq!(set.len(), 12, "{set:?}");
+}
