@@ -226,7 +226,8 @@ impl SharingService {
                     None => Update::Unchanged(()),
                 })
             })
-            .await
+            .await?;
+        Ok(self.documents.delete(&global_path("invitations", id)).await?)
     }
 
     /// Accepts an invitation: the caller gets its grants.
@@ -421,18 +422,33 @@ impl SharingService {
     /// resource does not bring any of this back.
     pub async fn forget(&self, owner: &BucketLocation, url: &str) -> Result<(), SharingError> {
         let same = |granted: &str| granted.strip_suffix('/').unwrap_or(granted) == url.strip_suffix('/').unwrap_or(url);
-        self.documents
+        let emptied = self
+            .documents
             .update(&self.shares_path(owner), |shares: &mut OwnerShares| {
-                let before = (shares.grants.len(), shares.invitations.len(), shares_size(shares));
+                let before = (shares.grants.len(), shares_size(shares));
                 shares.grants.retain(|granted, _| !same(granted));
                 for invitation in shares.invitations.values_mut() {
                     invitation.resources.retain(|r| !same(&r.url));
                 }
+                let emptied: Vec<String> = shares
+                    .invitations
+                    .iter()
+                    .filter(|(_, i)| i.resources.is_empty())
+                    .map(|(id, _)| id.clone())
+                    .collect();
                 shares.invitations.retain(|_, i| !i.resources.is_empty());
-                let after = (shares.grants.len(), shares.invitations.len(), shares_size(shares));
-                Ok::<_, SharingError>(if before == after { Update::Unchanged(()) } else { Update::Changed(()) })
+                let after = (shares.grants.len(), shares_size(shares));
+                Ok::<_, SharingError>(if before == after && emptied.is_empty() {
+                    Update::Unchanged(emptied)
+                } else {
+                    Update::Changed(emptied)
+                })
             })
-            .await
+            .await?;
+        for id in emptied {
+            self.documents.delete(&global_path("invitations", &id)).await?;
+        }
+        Ok(())
     }
 }
 
