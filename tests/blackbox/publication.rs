@@ -280,3 +280,22 @@ async fn v1_files_and_prompts_are_published_through_review() {
     assert_eq!(f.get(&f.alice, &format!("/v1/files/{a}/docs/report.pdf")).await.status, 200, "the source stays");
     assert_eq!(f.client.put_body("/v1/prompts/public/tools/hello", &headers, b"{}").await.status, 403);
 }
+
+#[tokio::test]
+async fn rules_apply_to_folders_named_with_escapes() {
+    let f = Fixture::start().await;
+    f.put_skill(&f.alice, "pdf", "pdf").await;
+    let body = json!({
+        "targetFolder": "public/my team/",
+        "resources": [{"action": "ADD", "sourceUrl": format!("skills/{}/pdf", f.alice.bucket), "targetUrl": "skills/public/my%20team/pdf"}],
+        "rules": [{"function": "FALSE", "source": "roles"}]
+    });
+    let created = f.post(&f.alice, "create", body).await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    assert_eq!(created.json()["targetFolder"], "public/my%20team/", "stored in canonical form");
+    assert_eq!(f.post(&f.admin, "approve", json!({"url": created.json()["url"]})).await.status, 200);
+    assert_eq!(f.get(&f.admin, "/v2/skills/public/my%20team/pdf").await.status, 200);
+    assert_eq!(f.get(&f.teammate, "/v2/skills/public/my%20team/pdf").await.status, 403, "FALSE admits nobody");
+    let rules = f.post(&f.admin, "rule/list", json!({"url": "public/my team/"})).await.json();
+    assert_eq!(rules["rules"]["public/my%20team/"][0]["function"], "FALSE");
+}

@@ -60,15 +60,17 @@ struct ResourceRequest {
     target_url: Option<String>,
 }
 
-/// The decoded segments of a `public/<path>/` target folder.
-fn target_folder_segments(folder: &str) -> Result<Vec<String>, ApiError> {
+/// A `public/<path>/` target folder: its canonical form (the key its rules
+/// are stored under) and its decoded segments.
+fn target_folder(folder: &str) -> Result<(String, Vec<String>), ApiError> {
     let bad = || ApiError::bad_request(format!("Publication \"targetFolder\" must be a public folder: {folder}"));
     if !folder.starts_with("public/") || !folder.ends_with('/') {
         return Err(bad());
     }
     // Parsed as a folder of some group in `public`, by the one URL parser.
     let url = ResourceUrl::parse(&format!("any/{folder}"), Intent::Write).map_err(|_| bad())?;
-    Ok(url.segments().to_vec())
+    let canonical = url.to_string().strip_prefix("any/").map(str::to_string).ok_or_else(bad)?;
+    Ok((canonical, url.segments().to_vec()))
 }
 
 /// A publication's view of one resource action, checked.
@@ -82,11 +84,11 @@ struct Planned {
 /// `POST /v1/ops/publication/create`
 pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Value>, ApiError> {
     let request: CreateRequest = body(&bytes, "Can't create publication")?;
-    let target_folder = request
+    let requested_folder = request
         .target_folder
         .clone()
         .ok_or_else(|| ApiError::bad_request("Publication \"targetFolder\" is missing"))?;
-    let folder_segments = target_folder_segments(&target_folder)?;
+    let (target_folder, folder_segments) = self::target_folder(&requested_folder)?;
     if folder_segments.is_empty() && !request.rules.is_empty() {
         return Err(ApiError::bad_request("Rules are not allowed for root targetFolder"));
     }
@@ -373,7 +375,7 @@ pub async fn reject(
 /// the folder.
 pub async fn list_rules(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Value>, ApiError> {
     let request: UrlRequest = body(&bytes, "Can't list rules")?;
-    target_folder_segments(&request.url)?;
+    target_folder(&request.url)?;
     let folder = ResourceUrl::parse(&format!("any/{}", request.url), Intent::Read)?;
     if !caller.is_admin && !state.access().rules().admits(&caller, &folder).await? {
         return Err(ApiError::forbidden(&request.url));
