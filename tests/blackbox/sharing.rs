@@ -108,6 +108,7 @@ async fn a_skill_shared_via_its_folder_is_readable_by_the_grantee_only_until_rev
     let resources = mine.json()["resources"].clone();
     assert_eq!(resources.as_array().unwrap().len(), 1, "{resources}");
     assert_eq!(resources[0]["nodeType"], "FOLDER");
+    assert_eq!(resources[0]["resourceType"], "SKILL");
     assert_eq!(resources[0]["permissions"], json!(["READ"]));
     let others = f.post(&f.alice, "/v1/ops/resource/share/list", json!({"with": "others"})).await.json();
     assert_eq!(others["resources"][0]["url"], format!("skills/{a}/team/"));
@@ -245,6 +246,7 @@ async fn v1_items_and_folders_are_shared_too() {
     assert_eq!(f.client.delete(&prompt, &f.bob.auth()).await.status, 403, "READ does not allow delete");
     let mine = f.post(&f.bob, "/v1/ops/resource/share/list", json!({"resourceTypes": ["PROMPT"], "with": "me"})).await;
     assert_eq!(mine.json()["resources"][0]["resourceType"], "PROMPT");
+    assert_eq!(mine.json()["resources"][0]["nodeType"], "FOLDER");
     let none = f.post(&f.bob, "/v1/ops/resource/share/list", json!({"resourceTypes": ["SKILL"], "with": "me"})).await;
     assert_eq!(none.json()["resources"], json!([]));
 
@@ -254,6 +256,10 @@ async fn v1_items_and_folders_are_shared_too() {
     let id = f.share(&f.alice, &[&format!("prompts/{a}/solo")]).await;
     assert_eq!(f.accept(&f.carol, &id).await.status, 200);
     assert_eq!(f.get(&f.carol, &item).await.status, 200);
+    let listed = f.post(&f.carol, "/v1/ops/resource/share/list", json!({"with": "me"})).await.json();
+    let node = &listed["resources"][0];
+    assert_eq!((node["nodeType"].as_str(), node["name"].as_str()), (Some("ITEM"), Some("solo")));
+    assert!(node["updatedAt"].as_i64().unwrap() > 0, "{node}");
     assert_eq!(f.client.delete(&item, &f.alice.auth()).await.status, 200);
     assert_eq!(f.client.put_body(&item, &headers, b"[2]").await.status, 200);
     assert_eq!(f.get(&f.carol, &item).await.status, 403, "re-creating does not restore the share");

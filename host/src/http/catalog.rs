@@ -26,7 +26,7 @@ impl Kind {
     pub fn resource_type(&self) -> String {
         match self {
             Self::Blob(group) => group.resource_type().to_string(),
-            Self::Folder(handler) => handler.description().type_name.to_uppercase().replace('-', "_"),
+            Self::Folder(handler) => crate::folders::listing_json::resource_type(&handler.description().type_name),
         }
     }
 }
@@ -133,4 +133,34 @@ pub async fn delete(state: &AppState, link: &Link) -> Result<(), ApiError> {
     }
     state.access().sharing().forget(&link.location, &link.key()).await?;
     Ok(())
+}
+
+/// DIAL's metadata node for what a link names (an item with its timestamps,
+/// or a folder), or `None` when it no longer exists.
+pub async fn metadata_node(state: &AppState, link: &Link) -> Result<Option<serde_json::Value>, ApiError> {
+    match &link.kind {
+        Kind::Folder(_) => {
+            let node = Node::new(link.url.clone(), link.location.clone())?;
+            if let Some(marker) = state.folders().live_marker(&node).await? {
+                return Ok(Some(crate::folders::listing_json::resource_json(&link.url, &marker)));
+            }
+            let exists = link.url.is_folder() && state.folders().folder_exists(&node).await?;
+            Ok(exists.then(|| crate::folders::listing_json::folder_json(&link.url, None)))
+        }
+        Kind::Blob(group) => {
+            let target = BlobTarget::new(link.url.clone(), link.location.clone())?;
+            if link.url.is_folder() {
+                let exists = state.blobs().exists(&target).await?;
+                let listing = crate::blobs::Listing::default();
+                let mut node = crate::blobs::listing::folder_json(&link.url, *group, &listing);
+                node.as_object_mut().expect("an object").remove("items");
+                return Ok(exists.then_some(node));
+            }
+            match state.blobs().metadata(&target).await {
+                Ok(meta) => Ok(Some(crate::blobs::listing::item_json(&link.url, *group, &meta, false))),
+                Err(crate::blobs::BlobError::NotFound(_)) => Ok(None),
+                Err(error) => Err(error.into()),
+            }
+        }
+    }
 }

@@ -18,7 +18,7 @@ use super::AppState;
 use super::catalog::{self, Link};
 use super::error::ApiError;
 use crate::auth::Caller;
-use crate::sharing::{Access, Grant, Invitation, SharedResource};
+use crate::sharing::{Access, Invitation, SharedResource};
 
 /// JSON bodies are accepted whatever the Content-Type says.
 fn body<T: DeserializeOwned>(bytes: &Bytes, what: &str) -> Result<T, ApiError> {
@@ -164,32 +164,23 @@ pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -
         sharing.shared_with(&caller.bucket_location()).await?
     };
     let wanted: BTreeSet<String> = request.resource_types.iter().map(|t| t.to_ascii_uppercase()).collect();
-    let nodes = grants
-        .iter()
-        .filter_map(|grant| {
-            let link = catalog::parse_link(&state, &grant.url).ok()?;
-            let resource_type = link.kind.resource_type();
-            (wanted.is_empty() || wanted.contains(&resource_type)).then(|| grant_json(&link, grant, &resource_type))
-        })
-        .collect::<Vec<_>>();
-    Ok(Json(json!({ "resources": nodes })))
-}
-
-fn grant_json(link: &Link, grant: &Grant, resource_type: &str) -> Value {
-    let url = &link.url;
-    let mut node = json!({
-        "name": url.name(),
-        "parentPath": url.parent_path(),
-        "bucket": url.bucket(),
-        "url": grant.url,
-        "nodeType": if url.is_folder() { "FOLDER" } else { "ITEM" },
-        "resourceType": resource_type,
-        "permissions": grant.permissions,
-    });
-    if !grant.users.is_empty() {
-        node["sharedWith"] = json!(grant.users);
+    let mut nodes = Vec::new();
+    for grant in &grants {
+        let Ok(link) = catalog::parse_link(&state, &grant.url) else { continue };
+        let resource_type = link.kind.resource_type();
+        if !wanted.is_empty() && !wanted.contains(&resource_type) {
+            continue;
+        }
+        // A shared resource that no longer exists is not listed.
+        let Some(mut node) = catalog::metadata_node(&state, &link).await? else { continue };
+        node["resourceType"] = json!(resource_type);
+        node["permissions"] = json!(grant.permissions);
+        if !grant.users.is_empty() {
+            node["sharedWith"] = json!(grant.users);
+        }
+        nodes.push(node);
     }
-    node
+    Ok(Json(json!({ "resources": nodes })))
 }
 
 #[derive(Deserialize)]
