@@ -11,6 +11,7 @@ const OWNER: &str = "owner-key";
 const OTHER: &str = "other-key";
 /// JSON resources above this are refused (kept small so the test is quick).
 const MAX_SIZE: usize = 64 * 1024;
+const MAX_FILE_SIZE: usize = 24 << 20;
 
 struct Fixture {
     _setup: Setup,
@@ -24,7 +25,7 @@ impl Fixture {
         let setup = Setup::new();
         let config = setup.config(&format!(
             "[encryption]\nsecret = \"s\"\n[keys.{OWNER}]\nproject = \"owner\"\nroles = [\"user\"]\n\
-             [keys.{OTHER}]\nproject = \"other\"\nroles = [\"user\"]\n[resources]\nmax_size = {MAX_SIZE}\n"
+             [keys.{OTHER}]\nproject = \"other\"\nroles = [\"user\"]\n[resources]\nmax_size = {MAX_SIZE}\nmax_file_size = {MAX_FILE_SIZE}\n"
         ));
         let server = setup.start(Some(&config), &[]);
         let bucket = server.client().get("/v1/bucket", &[("Api-Key", OWNER)]).await.json()["bucket"]
@@ -241,6 +242,16 @@ async fn prompts_and_conversations_are_json_whatever_the_content_type() {
     assert_eq!(too_large.status, 413);
     assert_eq!(too_large.body, format!("Resource size: {} exceeds max limit: {MAX_SIZE}", oversized.len()));
     assert_eq!(f.get(&f.url("prompts", "big"), &[]).await.status, 404);
+
+    // Refused bodies far larger than the socket buffers still get their 413
+    // (the server drains what is left instead of resetting the connection).
+    let huge = format!("{{\"text\": \"{}\"}}", "x".repeat(3 << 20));
+    for _ in 0..3 {
+        assert_eq!(f.put_body(&f.url("prompts", "big"), &[], huge.clone()).await.status, 413);
+    }
+    let reply = f.put_file(&f.url("files", "big.bin"), &[], vec![b'x'; MAX_FILE_SIZE + (2 << 20)], None).await;
+    assert_eq!(reply.status, 413, "{}", reply.body);
+    assert_eq!(f.get(&f.url("files", "big.bin"), &[]).await.status, 404);
 }
 
 #[tokio::test]

@@ -308,6 +308,13 @@ async fn limits_are_enforced_while_streaming() {
     let reply = f.put_skill("s", &[("SKILL.md", &skill), ("a.bin", &half), ("b.bin", &half)], &[]).await;
     assert_eq!(reply.status, 413, "{}", reply.body);
     assert_eq!(f.get(&f.url("s")).await.status, 404, "a rejected upload leaves nothing visible");
+    // A refused upload far larger than the socket buffers: the client still
+    // gets the 413, not a reset connection (the server drains what is left).
+    let huge = vec![b'x'; 3 << 20];
+    for _ in 0..3 {
+        let reply = f.put_skill("s", &[("SKILL.md", &skill), ("huge.bin", &huge)], &[]).await;
+        assert_eq!(reply.status, 413, "{}", reply.body);
+    }
 
     let etag = f.put_skill("s", &[("SKILL.md", &skill)], &[]).await.etag();
     let reply = f.client.put_files(&f.url("s/files/big.bin"), &[("Api-Key", OWNER)], &[("big.bin", &big)]).await;

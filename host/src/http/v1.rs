@@ -16,7 +16,7 @@ use axum::routing::{MethodRouter, get};
 use futures_util::StreamExt;
 
 use super::error::ApiError;
-use super::{AppState, raw_path, with_etag};
+use super::{AppState, bad_multipart, drain_multipart, raw_path, with_etag};
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
 use crate::blobs::listing::{folder_json, item_json};
@@ -110,7 +110,12 @@ async fn put_item(
             }
         };
         let content_type = field.content_type().map(str::to_owned);
-        blobs.put_file(&target, field, content_type.as_deref(), &conditions, Some(caller.author_name())).await?
+        let stored =
+            blobs.put_file(&target, field, content_type.as_deref(), &conditions, Some(caller.author_name())).await;
+        if stored.is_err() {
+            drain_multipart(&mut multipart).await;
+        }
+        stored?
     } else {
         let declared = headers
             .get(header::CONTENT_LENGTH)
@@ -121,10 +126,6 @@ async fn put_item(
     };
     let body = Json(item_json(&target.url, target.group(), &committed.meta, true));
     Ok(with_etag(body.into_response(), &committed.meta.etag))
-}
-
-fn bad_multipart(error: axum::extract::multipart::MultipartError) -> ApiError {
-    ApiError::bad_request(format!("Invalid multipart body: {}", error.body_text()))
 }
 
 /// `DELETE`: the item (`If-Match` / `If-None-Match` checked).

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use super::{AppState, raw_path, with_etag};
+use super::{AppState, bad_multipart, drain_multipart, raw_path, with_etag};
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
 use crate::etag::Preconditions;
@@ -174,35 +174,38 @@ pub async fn put(
             rejection.body_text()
         ))
     })?;
-    let committed = match &target.file {
-        None => {
-            let mut staging = engine.stage(&target.node, &target.handler, &conditions).await?;
-            while let Some(field) = multipart.next_field().await.map_err(bad_multipart)? {
-                let name = field.file_name().map(str::to_owned).ok_or_else(|| {
-                    ApiError::bad_request("Every part needs a filename: the file's path in the resource")
-                })?;
-                staging.add_file(&name, field).await?;
+    let received = async {
+        match &target.file {
+            None => {
+                let mut staging = engine.stage(&target.node, &target.handler, &conditions).await?;
+                while let Some(field) = multipart.next_field().await.map_err(bad_multipart)? {
+                    let name = field.file_name().map(str::to_owned).ok_or_else(|| {
+                        ApiError::bad_request("Every part needs a filename: the file's path in the resource")
+                    })?;
+                    staging.add_file(&name, field).await?;
+                }
+                if staging.file_count() == 0 {
+                    return Err(ApiError::bad_request("The upload has no files"));
+                }
+                Ok(engine.commit(staging, &target.handler, &conditions, Some(caller.author_name())).await?)
             }
-            if staging.file_count() == 0 {
-                return Err(ApiError::bad_request("The upload has no files"));
+            Some(file) => {
+                let field = multipart
+                    .next_field()
+                    .await
+                    .map_err(bad_multipart)?
+                    .ok_or_else(|| ApiError::bad_request("Expected one multipart part with the file's content"))?;
+                Ok(engine.put_file(&target.node, file, field, &target.handler, &conditions).await?)
             }
-            engine.commit(staging, &target.handler, &conditions, Some(caller.author_name())).await?
         }
-        Some(file) => {
-            let field = multipart
-                .next_field()
-                .await
-                .map_err(bad_multipart)?
-                .ok_or_else(|| ApiError::bad_request("Expected one multipart part with the file's content"))?;
-            engine.put_file(&target.node, file, field, &target.handler, &conditions).await?
-        }
-    };
+    }
+    .await;
+    if received.is_err() {
+        drain_multipart(&mut multipart).await;
+    }
+    let committed = received?;
     let body = Json(resource_json(&target.node.url, &committed.marker));
     Ok(with_etag(body.into_response(), &committed.marker.etag))
-}
-
-fn bad_multipart(error: axum::extract::multipart::MultipartError) -> ApiError {
-    ApiError::bad_request(format!("Invalid multipart body: {}", error.body_text()))
 }
 
 /// `DELETE`: a resource (tombstone), an empty folder, or one file.
