@@ -117,18 +117,19 @@ pub async fn copy(state: &AppState, source: &Link, target: &Link, author: Option
     Ok(())
 }
 
-/// Deletes the item a link names (a v2 resource is tombstoned) and ends its
-/// shares.
-pub async fn delete(state: &AppState, link: &Link) -> Result<(), ApiError> {
-    let any = Preconditions::default();
+/// Deletes the item a link names (a v2 resource is tombstoned) if
+/// `conditions` hold, and ends its shares and invitations: re-creating it
+/// (or restoring a v2 resource) does not bring them back. Every resource
+/// delete goes through here.
+pub async fn delete(state: &AppState, link: &Link, conditions: &Preconditions) -> Result<(), ApiError> {
     match &link.kind {
         Kind::Folder(_) => {
             let node = Node::new(link.url.clone(), link.location.clone())?;
-            state.folders().delete_resource(&node, &any).await?;
+            state.folders().delete_resource(&node, conditions).await?;
         }
         Kind::Blob(_) => {
             let target = BlobTarget::new(link.url.clone(), link.location.clone())?;
-            state.blobs().delete(&target, &any).await?;
+            state.blobs().delete(&target, conditions).await?;
         }
     }
     state.access().sharing().forget(&link.location, &link.key()).await?;

@@ -23,6 +23,7 @@ use super::error::ApiError;
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
 use crate::documents::Update;
+use crate::etag::Preconditions;
 use crate::folders::engine::now_ms;
 use crate::publication::rules::{PublicRules, Rule, RulesDocument};
 use crate::publication::{Action, Publication, PublicationResource, PublicationStore, Status, parse_publication_url};
@@ -211,23 +212,26 @@ pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes)
 /// (no publication names them) and only cost storage.
 async fn remove_review_copies(state: &AppState, planned: &[Planned]) {
     for review in planned.iter().filter_map(|p| p.review.as_ref()) {
-        if let Err(error) = catalog::delete(state, review).await {
-            tracing::warn!(url = %review.key(), error = %error.message, "could not remove a review copy");
-        }
+        remove_review_copy(state, &review.key()).await;
     }
 }
 
 async fn remove_reviews_of(state: &AppState, publication: &Publication) {
     for url in publication.resources.iter().filter_map(|r| r.review_url.as_deref()) {
-        let removed = match catalog::parse_link(state, url) {
-            Ok(link) => catalog::delete(state, &link).await,
-            Err(error) => Err(error),
-        };
-        if let Err(error) = removed
-            && error.status != StatusCode::NOT_FOUND
-        {
-            tracing::warn!(url, error = %error.message, "could not remove a review copy");
-        }
+        remove_review_copy(state, url).await;
+    }
+}
+
+/// One review copy, whatever its state; only real failures are logged.
+async fn remove_review_copy(state: &AppState, url: &str) {
+    let removed = match catalog::parse_link(state, url) {
+        Ok(link) => catalog::delete(state, &link, &Preconditions::default()).await,
+        Err(error) => Err(error),
+    };
+    if let Err(error) = removed
+        && error.status != StatusCode::NOT_FOUND
+    {
+        tracing::warn!(url, error = %error.message, "could not remove a review copy");
     }
 }
 
@@ -337,7 +341,7 @@ pub async fn approve(
                 let review = catalog::parse_link(&state, review_url)?;
                 catalog::copy(&state, &review, &target, author.clone()).await?;
             }
-            Action::Delete => match catalog::delete(&state, &target).await {
+            Action::Delete => match catalog::delete(&state, &target, &Preconditions::default()).await {
                 Ok(()) => {}
                 Err(error) if error.status == StatusCode::NOT_FOUND => {}
                 Err(error) => return Err(error),

@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
 use futures_util::StreamExt;
 
+use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
 use super::{AppState, bad_multipart, drain_multipart, raw_path, with_etag};
 use crate::access::{Permission, Resource};
@@ -137,10 +138,8 @@ async fn delete_item(
 ) -> Result<Response, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v1/"), Intent::Read, Permission::Write).await?;
     let conditions = Preconditions::from_headers(&headers);
-    state.blobs().delete(&target, &conditions).await?;
-    // Its shares and invitations end with it; re-creating it does not bring
-    // them back.
-    state.access().sharing().forget(&target.location, &target.url.to_string()).await?;
+    let link = Link { kind: Kind::Blob(target.group()), url: target.url, location: target.location };
+    catalog::delete(&state, &link, &conditions).await?;
     Ok(StatusCode::OK.into_response())
 }
 

@@ -14,6 +14,7 @@ use object_store::ObjectStoreExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
 use super::{AppState, bad_multipart, drain_multipart, raw_path, with_etag};
 use crate::access::{Permission, Resource};
@@ -230,10 +231,9 @@ pub async fn delete(
             Ok(StatusCode::OK.into_response())
         }
         None => {
-            engine.delete_resource(&target.node, &conditions).await?;
-            // Its shares and invitations end with it (a restore or a
-            // re-create does not bring them back).
-            state.access().sharing().forget(&target.node.location, &target.node.url.to_string()).await?;
+            let Target { node, handler, .. } = target;
+            let link = Link { url: node.url, location: node.location, kind: Kind::Folder(handler) };
+            catalog::delete(&state, &link, &conditions).await?;
             Ok(StatusCode::OK.into_response())
         }
     }
