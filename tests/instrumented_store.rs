@@ -1,5 +1,7 @@
 //! An `ObjectStore` wrapper for tests and benchmarks: counts reads, listings
-//! and writes, and can fail the Nth write as a crash at that point would.
+//! and writes, can fail the Nth write as a crash at that point would, and can
+//! hold writes to some paths until the test lets them go (to act at an exact
+//! point of an operation: expire a lease, run a sweep).
 //!
 //! Include it with `#[path = "../../tests/instrumented_store.rs"] mod instrumented_store;`.
 
@@ -7,8 +9,8 @@
 
 use std::fmt;
 use std::ops::Range;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures_util::stream::{self, BoxStream, StreamExt};
@@ -25,6 +27,23 @@ pub struct InstrumentedStore {
     listings: AtomicUsize,
     writes: AtomicUsize,
     fail_at: AtomicUsize,
+    gate: Mutex<Option<Gate>>,
+}
+
+/// Writes to paths ending in `suffix` wait for a permit; `arrived` counts
+/// writes that reached the gate.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    suffix: String,
+    permits: Arc<tokio::sync::Semaphore>,
+    pub arrived: Arc<tokio::sync::Notify>,
+}
+
+impl Gate {
+    /// Lets one held write (or the next one) through.
+    pub fn release_one(&self) {
+        self.permits.add_permits(1);
+    }
 }
 
 impl InstrumentedStore {
@@ -35,6 +54,27 @@ impl InstrumentedStore {
             listings: AtomicUsize::new(0),
             writes: AtomicUsize::new(0),
             fail_at: AtomicUsize::new(usize::MAX),
+            gate: Mutex::new(None),
+        }
+    }
+
+    /// From now on, writes to paths ending in `suffix` wait until the
+    /// returned gate lets them go.
+    pub fn hold_writes_to(&self, suffix: &str) -> Gate {
+        let gate = Gate {
+            suffix: suffix.to_string(),
+            permits: Arc::new(tokio::sync::Semaphore::new(0)),
+            arrived: Arc::new(tokio::sync::Notify::new()),
+        };
+        *self.gate.lock().unwrap() = Some(gate.clone());
+        gate
+    }
+
+    async fn pass_gate(&self, location: &Path) {
+        let gate = self.gate.lock().unwrap().clone();
+        if let Some(gate) = gate.filter(|g| location.as_ref().ends_with(&g.suffix)) {
+            gate.arrived.notify_one();
+            gate.permits.acquire().await.expect("gate open").forget();
         }
     }
 
@@ -90,6 +130,7 @@ impl ObjectStore for InstrumentedStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
+        self.pass_gate(location).await;
         self.write()?;
         self.inner.put_opts(location, payload, opts).await
     }

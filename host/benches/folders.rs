@@ -314,7 +314,7 @@ async fn listing(handler: &Handler) {
         assert_eq!(children.common_prefixes.len(), FOLDER_SKILLS);
 
         let start = Instant::now();
-        let page = engine.list(&folder, false, None, PAGE).await.unwrap();
+        let page = engine.list(&folder, false, None, PAGE, &|_| true).await.unwrap();
         let page_time = start.elapsed();
         page_counts = counting.take_reads();
         assert_eq!(page.items.len(), PAGE);

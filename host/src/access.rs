@@ -159,6 +159,10 @@ impl AccessService {
     }
 }
 
+/// Which listed nodes a listing may show, by URL (listings page over what it
+/// admits, so hidden names never reach a page or a token).
+pub type Shows<'a> = dyn Fn(&ResourceUrl) -> bool + Send + Sync + 'a;
+
 /// Hides the items of a public listing the caller may not read (one rules
 /// read per listing).
 #[derive(Debug)]

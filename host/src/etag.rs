@@ -50,8 +50,10 @@ pub struct Preconditions {
 pub struct PreconditionFailed(pub String);
 
 impl Preconditions {
+    /// A header that is not ASCII is still a condition: it matches no etag
+    /// (etags are hex), so `If-Match` with it fails rather than being ignored.
     pub fn from_headers(headers: &HeaderMap) -> Self {
-        let header = |name| headers.get(name).and_then(|v| v.to_str().ok()).and_then(EtagMatch::parse);
+        let header = |name| headers.get(name).and_then(|v| EtagMatch::parse(&String::from_utf8_lossy(v.as_bytes())));
         Self { if_match: header("if-match"), if_none_match: header("if-none-match") }
     }
 
@@ -105,6 +107,15 @@ mod tests {
         assert!(conditions(Some("*"), None).check_write(None).is_err());
         assert!(conditions(None, Some("a")).check_write(Some("a")).is_err());
         assert!(conditions(None, Some("b")).check_write(Some("a")).is_ok());
+    }
+
+    #[test]
+    fn non_ascii_conditions_are_kept_and_match_nothing() {
+        let mut headers = HeaderMap::new();
+        headers.insert("if-match", axum::http::HeaderValue::from_bytes(b"\"caf\xe9\"").unwrap());
+        let conditions = Preconditions::from_headers(&headers);
+        assert!(conditions.if_match.is_some());
+        assert!(conditions.check_write(Some("a")).is_err());
     }
 
     #[test]

@@ -7,6 +7,12 @@
 //! every commit is a conditional write — so a holder that lost its lease can at
 //! worst waste work, never overwrite a newer version. [`LockGuard::lost`] lets
 //! a holder notice early and stop.
+//!
+//! Where a lock does more than save work — a structural check that spans
+//! several keys (no resource inside a resource), an unconditional delete
+//! after a check, a multipart completion that cannot be conditional — the
+//! holder calls [`LockGuard::ensure_held`] right before the step the lock
+//! protects, and gives up (503) when the lease is gone or about to run out.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -59,12 +65,18 @@ pub trait LockService: Send + Sync {
     fn acquire<'a>(&'a self, key: &'a str) -> Pin<Box<dyn Future<Output = Result<LockGuard, LockError>> + Send + 'a>>;
 }
 
+/// Why a lock could not be had. The key names internal storage locations,
+/// so the HTTP layer logs it and shows clients a message without it.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     #[error("timed out after {waited_ms} ms waiting for lock '{key}'")]
     Timeout { key: String, waited_ms: u64 },
     #[error("lock service unavailable: {0}")]
     Redis(String),
+    /// The lease ran out (or another holder took the key) while the work it
+    /// protects was still going on.
+    #[error("lost the lock '{key}': its lease ran out before the work it protects was done")]
+    Lost { key: String },
 }
 
 /// Picks the Redis implementation when a connection is given, the in-process
@@ -105,8 +117,25 @@ impl LockGuard {
     pub fn is_lost(&self) -> bool {
         match &self.held {
             Held::InProcess { .. } => false,
-            Held::Redis(lease) => *lease.lost.borrow(),
+            Held::Redis(lease) => lease.state.borrow().lost,
         }
+    }
+
+    /// Ok while the lock can be relied on for one more short step: an
+    /// in-process lock always; a Redis lease only if it was not lost and
+    /// has at least [`LEASE_MARGIN_DIVISOR`]ths of its TTL left (renewal
+    /// normally keeps two thirds). Call it right before a step whose
+    /// correctness depends on the lock, not only on the store's
+    /// compare-and-swap.
+    pub fn ensure_held(&self) -> Result<(), LockError> {
+        let held = match &self.held {
+            Held::InProcess { .. } => true,
+            Held::Redis(lease) => {
+                let state = *lease.state.borrow();
+                !state.lost && Instant::now() + lease.margin < state.valid_until
+            }
+        };
+        if held { Ok(()) } else { Err(LockError::Lost { key: self.key.clone() }) }
     }
 
     /// Resolves once [`Self::is_lost`] becomes true (never for an in-process
@@ -115,10 +144,10 @@ impl LockGuard {
         let lost = match &self.held {
             Held::InProcess { .. } => false,
             Held::Redis(lease) => {
-                let mut lost = lease.lost.clone();
+                let mut state = lease.state.clone();
                 // An error means the renewal task ended without reporting a
                 // loss, which only happens once the guard is being released.
-                lost.wait_for(|lost| *lost).await.is_ok()
+                state.wait_for(|state| state.lost).await.is_ok()
             }
         };
         if !lost {
@@ -316,27 +345,44 @@ impl LockService for RedisLocks {
     }
 }
 
+/// A lease is trusted for one more step only while at least
+/// `ttl / LEASE_MARGIN_DIVISOR` of it is left.
+pub const LEASE_MARGIN_DIVISOR: u32 = 6;
+
+/// What the renewal task knows about a lease.
+#[derive(Debug, Clone, Copy)]
+struct LeaseState {
+    /// The key expired, was taken, or could not be renewed in time.
+    lost: bool,
+    /// The lease is certainly ours until then (measured from when the last
+    /// successful SET or renewal was sent).
+    valid_until: Instant,
+}
+
 /// A held (or possibly held) Redis lock and the task keeping its lease alive.
 struct RedisLease {
     // Field order matters: renewal stops before the token's drop releases the key.
     renewal: AbortOnDrop,
     token: RedisToken,
-    lost: watch::Receiver<bool>,
+    state: watch::Receiver<LeaseState>,
+    /// How much lease must be left for [`LockGuard::ensure_held`].
+    margin: Duration,
 }
 
 impl RedisLease {
     /// `sent_at`: when the winning SET was sent; the lease runs at least
     /// until `sent_at + ttl`.
     fn start(token: RedisToken, sent_at: Instant) -> Self {
-        let (lost_sender, lost) = watch::channel(false);
+        let ttl = token.shared.ttl;
+        let (state_sender, state) = watch::channel(LeaseState { lost: false, valid_until: sent_at + ttl });
         let renewal = tokio::spawn(renew_until_lost(
             token.shared.clone(),
             token.key.clone(),
             token.token.clone(),
-            sent_at + token.shared.ttl,
-            lost_sender,
+            sent_at + ttl,
+            state_sender,
         ));
-        Self { renewal: AbortOnDrop(renewal), token, lost }
+        Self { renewal: AbortOnDrop(renewal), token, state, margin: ttl / LEASE_MARGIN_DIVISOR }
     }
 }
 
@@ -348,7 +394,7 @@ async fn renew_until_lost(
     key: String,
     token: String,
     mut valid_until: Instant,
-    lost: watch::Sender<bool>,
+    state: watch::Sender<LeaseState>,
 ) {
     let interval = (shared.ttl / 3).max(Duration::from_millis(1));
     let ttl_ms = duration_ms(shared.ttl);
@@ -361,7 +407,10 @@ async fn renew_until_lost(
         let renewal = invocation.invoke_async::<i64>(&mut connection);
         // An answer that comes after the lease may have run out proves nothing.
         match tokio::time::timeout(valid_until.saturating_duration_since(sent_at), renewal).await {
-            Ok(Ok(1)) => valid_until = sent_at + shared.ttl,
+            Ok(Ok(1)) => {
+                valid_until = sent_at + shared.ttl;
+                state.send_replace(LeaseState { lost: false, valid_until });
+            }
             Ok(Ok(_)) => {
                 tracing::warn!(key, "lock lease lost: the key expired or another holder took it");
                 break;
@@ -379,7 +428,7 @@ async fn renew_until_lost(
             }
         }
     }
-    lost.send_replace(true);
+    state.send_replace(LeaseState { lost: true, valid_until });
 }
 
 /// A token that may be stored under a lock key. Dropping it while it may hold

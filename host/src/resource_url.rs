@@ -152,6 +152,12 @@ impl ResourceUrl {
         self.segments.join("/")
     }
 
+    /// The same path named as an item (no trailing `/`); `None` for the
+    /// bucket root.
+    pub fn as_item(&self) -> Option<Self> {
+        (!self.segments.is_empty()).then(|| Self { folder: false, ..self.clone() })
+    }
+
     /// The parent folder's URL; `None` for the bucket root.
     pub fn parent(&self) -> Option<Self> {
         let (_, rest) = self.segments.split_last()?;

@@ -40,19 +40,72 @@ struct Generated {
 }
 
 impl Generated {
+    /// The file holds the admin key and the bucket-id secret: it is created
+    /// owner-only (0600, in a 0700 data directory when the host creates it),
+    /// and one found readable by others is tightened with a warning.
     fn load_or_create(data_dir: &Path) -> anyhow::Result<Self> {
         let path = data_dir.join(GENERATED_FILE);
         if path.exists() {
+            restrict_to_owner(&path)?;
             let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
             return toml::from_str(&text).with_context(|| format!("parsing {}", path.display()));
         }
         let generated = Self { encryption_secret: random_token(), admin_key: random_token(), user_key: random_token() };
-        std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+        create_private_dir(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
         let temporary = data_dir.join(format!("{GENERATED_FILE}.tmp"));
-        std::fs::write(&temporary, toml::to_string(&generated)?)?;
+        write_private(&temporary, toml::to_string(&generated)?.as_bytes())
+            .with_context(|| format!("writing {}", temporary.display()))?;
         std::fs::rename(&temporary, &path)?;
         Ok(generated)
     }
+}
+
+#[cfg(unix)]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
+#[cfg(not(unix))]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
+#[cfg(unix)]
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    // An existing file keeps its mode through `open`: set it explicitly.
+    restrict_permissions(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+#[cfg(not(unix))]
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    std::fs::write(path, bytes)
+}
+
+#[cfg(unix)]
+fn restrict_permissions(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+}
+
+/// Tightens a secrets file others can read.
+fn restrict_to_owner(path: &Path) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            tracing::warn!(path = %path.display(), mode = format!("{:o}", mode & 0o777), "secrets file was readable by others; now 0600");
+            restrict_permissions(path).with_context(|| format!("restricting {}", path.display()))?;
+        }
+    }
+    let _ = path;
+    Ok(())
 }
 
 fn random_token() -> String {

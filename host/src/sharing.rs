@@ -103,12 +103,15 @@ pub struct Grant {
     pub users: Vec<String>,
 }
 
-/// Whether grant `granted` covers resource `url`: the same URL, or a folder
-/// above it. A v2 resource may be named with or without its trailing `/`.
+/// Whether grant `granted` covers `url` (both canonical): a folder grant
+/// (`…/reports/`) covers the folder and everything below it; an item grant
+/// covers exactly that item. An item and a folder of the same name are
+/// different resources (`reports` is not under `reports/`). A v2 resource
+/// is always granted and checked by its item URL (the HTTP layer resolves
+/// the listing form `…/x/` of a resource to `…/x`), and its files are
+/// checked as the resource.
 pub fn covers(granted: &str, url: &str) -> bool {
-    let url_trimmed = url.strip_suffix('/').unwrap_or(url);
-    let granted_trimmed = granted.strip_suffix('/').unwrap_or(granted);
-    granted_trimmed == url_trimmed || (granted.ends_with('/') && url.starts_with(granted))
+    if granted.ends_with('/') { url.starts_with(granted) } else { url == granted }
 }
 
 #[derive(Debug, Clone)]
@@ -421,7 +424,9 @@ impl SharingService {
     /// it (an invitation left with nothing is removed). Re-creating the
     /// resource does not bring any of this back.
     pub async fn forget(&self, owner: &BucketLocation, url: &str) -> Result<(), SharingError> {
-        let same = |granted: &str| granted.strip_suffix('/').unwrap_or(granted) == url.strip_suffix('/').unwrap_or(url);
+        // Exactly this resource: deleting item `reports` leaves grants on
+        // folder `reports/` alone, and the other way round.
+        let same = |granted: &str| granted == url;
         let emptied = self
             .documents
             .update(&self.shares_path(owner), |shares: &mut OwnerShares| {
@@ -478,10 +483,13 @@ mod tests {
     #[test]
     fn grants_cover_the_url_and_what_is_below_folders() {
         assert!(covers("skills/b/x", "skills/b/x"));
-        assert!(covers("skills/b/x/", "skills/b/x"), "a resource named with its trailing slash");
         assert!(covers("skills/b/team/", "skills/b/team/x"));
+        assert!(covers("skills/b/team/", "skills/b/team/"), "a folder grant lets the folder be listed");
+        assert!(covers("skills/b/team/", "skills/b/team/sub/"));
         assert!(!covers("skills/b/team", "skills/b/team/x"), "an item does not cover what is below");
         assert!(!covers("skills/b/te/", "skills/b/team/x"));
+        assert!(!covers("files/b/reports/", "files/b/reports"), "a folder grant does not cover the item beside it");
+        assert!(!covers("files/b/doc", "files/b/doc/"), "an item grant does not cover the folder beside it");
     }
 
     #[test]

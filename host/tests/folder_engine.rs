@@ -87,7 +87,9 @@ fn as_map(files: &[(&str, Vec<u8>)]) -> BTreeMap<String, Vec<u8>> {
     files.iter().map(|(p, c)| (p.to_string(), c.clone())).collect()
 }
 
-/// Every object left is a marker or a file of a live version.
+/// Every object left is a marker or a file of a live version. A deleted
+/// resource leaves its tombstone marker, purged of files (markers are never
+/// deleted: stores cannot delete conditionally).
 async fn assert_no_orphans(engine: &FolderEngine, node: &Node) {
     let all: Vec<Path> = engine.store().list(None).map_ok(|m| m.location).try_collect().await.unwrap();
     let marker = engine.live_marker(node).await.unwrap();
@@ -97,6 +99,14 @@ async fn assert_no_orphans(engine: &FolderEngine, node: &Node) {
         for path in marker.files.keys() {
             expected.push(node.paths().file(&marker.current_version, path));
         }
+    } else if let Ok(stored) = engine.store().get(&node.paths().resource_marker()).await {
+        let tombstone: dial_host::folders::marker::ResourceMarker =
+            serde_json::from_slice(&stored.bytes().await.unwrap()).unwrap();
+        assert!(
+            tombstone.purged_at.is_some() && tombstone.files.is_empty(),
+            "a resource marker left after the sweep is a purged tombstone: {tombstone:?}"
+        );
+        expected.push(node.paths().resource_marker());
     }
     let mut leftovers: Vec<String> = all
         .iter()
@@ -373,8 +383,272 @@ async fn a_writer_slower_than_the_commit_deadline_gives_up() {
     staging.add_file("SKILL.md", body(&skill_md("slow"))).await.unwrap();
     tokio::time::sleep(Duration::from_millis(600)).await;
     let error = engine.commit(staging, &handler, &Preconditions::default(), None).await.unwrap_err();
-    assert!(matches!(error, FolderError::Conflict(_)), "{error}");
+    assert!(matches!(error, FolderError::TooSlow { .. }), "{error}");
     assert!(engine.live_marker(&target).await.unwrap().is_none());
     engine.sweep_with_grace(Duration::ZERO).await.unwrap();
     assert_no_orphans(&engine, &target).await;
+}
+
+// ----- the sweep against writers in flight (code review, issue 16) -------------
+
+fn engine_with_grace(store: Arc<dyn ObjectStore>, grace_seconds: u64) -> FolderEngine {
+    let config = FoldersConfig { grace_seconds, ..FoldersConfig::default() };
+    let events: Arc<dyn EventBus> = Arc::new(InProcessEvents::new());
+    FolderEngine::new(store, in_process_locks(), events, config, BTreeMap::new())
+}
+
+/// A re-create whose files are staged while the sweep finishes the old
+/// tombstone: the sweep deletes only the tombstone's own version, never the
+/// staged one, so the re-created resource has every file it lists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_finishing_a_tombstone_spares_a_re_create_staged_meanwhile() {
+    let handler = skill_handler().await;
+    let engine = engine_with_grace(Arc::new(InMemory::new()), 1);
+    let target = node("team/s");
+    put_whole(&engine, &handler, &target, &old_files(), &Preconditions::default()).await.unwrap();
+    engine.delete_resource(&target, &Preconditions::default()).await.unwrap();
+    // The tombstone is now past its restore window (the grace period)…
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // …while a re-create stages its files.
+    let new = vec![("SKILL.md", skill_md("re-created")), ("scripts/run.py", b"print(1)".to_vec())];
+    let mut staging = engine.stage(&target, &handler, &Preconditions::default()).await.unwrap();
+    for (path, content) in &new {
+        staging.add_file(path, body(content)).await.unwrap();
+    }
+    let report = engine.sweep().await.unwrap();
+    assert_eq!(report.tombstones_finished, 1, "{report:?}");
+    engine.commit(staging, &handler, &Preconditions::default(), None).await.unwrap();
+
+    assert_eq!(read_back(&engine, &target).await, Some(as_map(&new)), "every listed file is readable");
+    // Once everything is due, only the re-created version is left.
+    engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_eq!(read_back(&engine, &target).await, Some(as_map(&new)));
+    assert_no_orphans(&engine, &target).await;
+}
+
+/// A re-create and the sweep's purge of the tombstone it replaces, both at
+/// their marker write at once: whichever lands first, the re-create commits
+/// (over the purged tombstone, or the purge fails its conditional write and
+/// leaves the new resource alone) and keeps every file.
+async fn re_create_racing_the_purge(purge_first: bool) {
+    let handler = skill_handler().await;
+    let store = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
+    let engine = Arc::new(engine_with_grace(store.clone(), 1));
+    let target = node("s");
+    put_whole(&engine, &handler, &target, &old_files(), &Preconditions::default()).await.unwrap();
+    engine.delete_resource(&target, &Preconditions::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Both marker writes wait at the gate; the first to arrive is let go first.
+    let gate = store.hold_writes_to(".dial-resource");
+    let sweep = || {
+        let engine = engine.clone();
+        tokio::spawn(async move { engine.sweep().await })
+    };
+    let new = vec![("SKILL.md", skill_md("back"))];
+    let recreate = || {
+        let (engine, handler, target, new) = (engine.clone(), handler.clone(), target.clone(), new.clone());
+        tokio::spawn(async move { put_whole(&engine, &handler, &target, &new, &Preconditions::default()).await })
+    };
+    let (sweep, recreate) = if purge_first {
+        let sweep = sweep();
+        gate.arrived.notified().await;
+        (sweep, recreate())
+    } else {
+        let recreate = recreate();
+        gate.arrived.notified().await;
+        (sweep(), recreate)
+    };
+    gate.arrived.notified().await;
+    for _ in 0..4 {
+        gate.release_one(); // enough for a retried write too
+    }
+    recreate.await.unwrap().expect("the re-create commits whatever the sweep does");
+    sweep.await.unwrap().unwrap();
+    assert_eq!(read_back(&engine, &target).await, Some(as_map(&new)));
+    engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_eq!(read_back(&engine, &target).await, Some(as_map(&new)), "the re-created resource survives");
+    assert_no_orphans(&engine, &target).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_create_commits_over_a_tombstone_purged_meanwhile() {
+    re_create_racing_the_purge(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_purge_leaves_a_re_create_that_committed_first_alone() {
+    re_create_racing_the_purge(false).await;
+}
+
+/// A journal entry that cannot be processed does not stop the sweep: it is
+/// counted, kept for the next sweep, and the other entries are settled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_journal_entry_does_not_stop_the_sweep() {
+    let handler = skill_handler().await;
+    let engine = engine_on(Arc::new(InMemory::new()), in_process_locks());
+    let (a, b) = (node("a"), node("b"));
+    for target in [&a, &b] {
+        put_whole(&engine, &handler, target, &old_files(), &Preconditions::default()).await.unwrap();
+        put_whole(&engine, &handler, target, &[("SKILL.md", skill_md("v2"))], &Preconditions::default()).await.unwrap();
+    }
+    // A damaged marker makes a's entries fail.
+    engine.store().put(&a.paths().resource_marker(), b"{not json".to_vec().into()).await.unwrap();
+    let report = engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert!(report.entries_failed > 0, "{report:?}");
+    assert!(report.versions_deleted >= 1, "b's superseded version is still swept: {report:?}");
+    let current = engine.live_marker(&b).await.unwrap().unwrap().current_version;
+    let left: Vec<Path> =
+        engine.store().list(Some(&b.paths().versions())).map_ok(|m| m.location).try_collect().await.unwrap();
+    assert!(left.iter().all(|p| p.prefix_matches(&b.paths().version(&current))), "{left:?}");
+    let again = engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_eq!(again.entries_seen, report.entries_failed, "failed entries are kept, settled ones gone: {again:?}");
+}
+
+/// A body that yields its first chunk, then waits for the test.
+fn held_body(
+    first: &'static [u8],
+    rest: tokio::sync::oneshot::Receiver<Vec<u8>>,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Unpin {
+    use futures_util::StreamExt;
+    let rest = futures_util::stream::once(async move { Ok(Bytes::from(rest.await.unwrap_or_default())) });
+    Box::pin(stream::iter(vec![Ok(Bytes::from_static(first))]).chain(rest))
+}
+
+/// A single-file upload holds no lock while its body arrives: a DELETE of
+/// the resource goes through at once, and the upload then finds it gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_file_upload_holds_no_lock_while_its_body_arrives() {
+    use futures_util::StreamExt;
+    let handler = skill_handler().await;
+    let engine = Arc::new(engine_on(Arc::new(InMemory::new()), in_process_locks()));
+    let target = node("team/s");
+    put_whole(&engine, &handler, &target, &old_files(), &Preconditions::default()).await.unwrap();
+    let (send_rest, rest) = tokio::sync::oneshot::channel();
+    let upload = tokio::spawn({
+        let (engine, handler, target) = (engine.clone(), handler.clone(), target.clone());
+        async move {
+            let body = held_body(b"first part, ", rest);
+            engine.put_file(&target, "docs/slow.md", body.boxed(), &handler, &Preconditions::default()).await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The lock wait is 30 s by default; the delete must not wait for the upload.
+    tokio::time::timeout(Duration::from_secs(10), engine.delete_resource(&target, &Preconditions::default()))
+        .await
+        .expect("the delete waited for the upload's lock")
+        .unwrap();
+    send_rest.send(b"second part".to_vec()).unwrap();
+    let error = upload.await.unwrap().unwrap_err();
+    assert!(matches!(error, FolderError::NotFound(_)), "{error}");
+    assert!(engine.live_marker(&target).await.unwrap().is_none());
+    engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_no_orphans(&engine, &target).await;
+}
+
+/// Two single-file changes in flight at once both land: the later commit
+/// is rebuilt on the version the first one committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_single_file_changes_both_land() {
+    use futures_util::StreamExt;
+    let handler = skill_handler().await;
+    let engine = Arc::new(engine_on(Arc::new(InMemory::new()), in_process_locks()));
+    let target = node("s");
+    put_whole(&engine, &handler, &target, &old_files(), &Preconditions::default()).await.unwrap();
+    let (send_rest, rest) = tokio::sync::oneshot::channel();
+    let slow = tokio::spawn({
+        let (engine, handler, target) = (engine.clone(), handler.clone(), target.clone());
+        async move {
+            let body = held_body(b"slow ", rest);
+            engine.put_file(&target, "docs/a.md", body.boxed(), &handler, &Preconditions::default()).await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    engine.put_file(&target, "docs/new.md", body(b"fast"), &handler, &Preconditions::default()).await.unwrap();
+    engine.delete_file(&target, "docs/b.md", &handler, &Preconditions::default()).await.unwrap();
+    send_rest.send(b"edit".to_vec()).unwrap();
+    slow.await.unwrap().unwrap();
+    let seen = read_back(&engine, &target).await.unwrap();
+    assert_eq!(seen["docs/a.md"], b"slow edit");
+    assert_eq!(seen["docs/new.md"], b"fast");
+    assert!(!seen.contains_key("docs/b.md"));
+    engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_no_orphans(&engine, &target).await;
+}
+
+/// A single-file upload slower than the commit deadline writes nothing more
+/// and does not commit (the sweep may already have judged it garbage).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_file_upload_slower_than_the_deadline_gives_up() {
+    use futures_util::StreamExt;
+    let handler = skill_handler().await;
+    let engine = engine_with_grace(Arc::new(InMemory::new()), 1);
+    let target = node("s");
+    let etag = put_whole(&engine, &handler, &target, &old_files(), &Preconditions::default()).await.unwrap();
+    let (send_rest, rest) = tokio::sync::oneshot::channel();
+    let body = held_body(b"first ", rest);
+    let trickle = async {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        send_rest.send(b"late".to_vec()).unwrap();
+    };
+    let unconditional = Preconditions::default();
+    let put = engine.put_file(&target, "docs/a.md", body.boxed(), &handler, &unconditional);
+    let (result, ()) = tokio::join!(put, trickle);
+    assert!(matches!(result, Err(FolderError::TooSlow { .. })), "{result:?}");
+    assert_eq!(engine.live_marker(&target).await.unwrap().unwrap().etag, etag, "nothing was committed");
+    engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_no_orphans(&engine, &target).await;
+}
+
+/// A staged file that is gone when the handler reads it is the host's
+/// failure (a storage error), not a problem of the upload (400).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_staged_file_the_store_cannot_give_is_a_storage_error() {
+    let handler = skill_handler().await;
+    let engine = engine_on(Arc::new(InMemory::new()), in_process_locks());
+    let target = node("s");
+    let mut staging = engine.stage(&target, &handler, &Preconditions::default()).await.unwrap();
+    staging.add_file("SKILL.md", body(&skill_md("x"))).await.unwrap();
+    let staged: Vec<Path> =
+        engine.store().list(Some(&target.paths().versions())).map_ok(|meta| meta.location).try_collect().await.unwrap();
+    for path in &staged {
+        engine.store().delete(path).await.unwrap();
+    }
+    let error = engine.commit(staging, &handler, &Preconditions::default(), None).await.unwrap_err();
+    assert!(matches!(error, FolderError::Storage(_)), "{error}");
+}
+
+/// Where the lock is more than an optimisation — a create relies on the
+/// bucket lock for the structure it checked — a lease lost mid-commit
+/// aborts the commit instead of writing on a stale check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_whose_bucket_lock_is_lost_mid_commit_does_not_commit() {
+    let Some(redis) = services::redis() else { return };
+    let handler = skill_handler().await;
+    let client = redis::Client::open(redis.url.as_str()).unwrap();
+    let mut connection = client.get_connection_manager().await.unwrap();
+    let lock_config = LockConfig { ttl_ms: 300, acquire_timeout_ms: 5_000 };
+    let locks = dial_host::locks::from_config(Some(&connection), &lock_config, "lost:");
+    let store = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
+    let events: Arc<dyn EventBus> = Arc::new(InProcessEvents::new());
+    let engine = Arc::new(FolderEngine::new(store.clone(), locks, events, FoldersConfig::default(), BTreeMap::new()));
+    let target = node("team/s");
+    // Creating team/s writes the team/ folder marker under the bucket lock.
+    let gate = store.hold_writes_to(".dial-folder");
+    let create = tokio::spawn({
+        let (engine, handler, target) = (engine.clone(), handler.clone(), target.clone());
+        async move { put_whole(&engine, &handler, &target, &[("SKILL.md", skill_md("x"))], &Preconditions::default()).await }
+    });
+    gate.arrived.notified().await;
+    // Another holder takes the bucket lock (as after an expired lease).
+    let keys: Vec<String> = redis::cmd("KEYS").arg("lost:lock:bucket:*").query_async(&mut connection).await.unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let _: () = redis::cmd("SET").arg(&keys[0]).arg("someone-else").query_async(&mut connection).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await; // renewal (every 100 ms) notices
+    gate.release_one();
+    let error = create.await.unwrap().unwrap_err();
+    assert!(
+        matches!(error, FolderError::Lock(dial_host::locks::LockError::Lost { .. })),
+        "the commit must give up, not write on a lost lock: {error}"
+    );
+    assert!(engine.live_marker(&target).await.unwrap().is_none(), "nothing was committed");
 }

@@ -45,6 +45,7 @@ use percent_encoding::percent_decode_str;
 use super::application::normalize_application;
 use super::trailer::{self, FOOTER_LEN, ItemMeta, TAIL_PROBE, Tail};
 use super::{BlobError, BlobGroup, BlobTarget};
+use crate::access::Shows;
 use crate::etag::Preconditions;
 use crate::events::{EventAction, EventBus, ResourceEvent};
 use crate::folders::engine::now_ms;
@@ -310,7 +311,7 @@ impl BlobService {
         // Fail fast on a condition that cannot hold; checked again at the commit.
         let current = self.read_stored(target.path()).await?;
         conditions.check_write(current.as_ref().map(|c| c.meta.etag.as_str()))?;
-        let staged = self.stage_stream(target.path(), body, content_type).await?;
+        let staged = self.stage_stream(target, body, content_type).await?;
         self.commit(target, staged, conditions, author).await
     }
 
@@ -320,10 +321,13 @@ impl BlobService {
         if target.url.is_folder() {
             return Err(BlobError::FolderNotAllowed(target.url.to_string()));
         }
-        let _lock = self.locks.acquire(&target.lock_key()).await?;
+        let lock = self.locks.acquire(&target.lock_key()).await?;
         let stored =
             self.read_stored(target.path()).await?.ok_or_else(|| BlobError::NotFound(target.url.to_string()))?;
         conditions.check_write(Some(&stored.meta.etag))?;
+        // The delete is unconditional: the conditions just checked hold only
+        // while the lock does.
+        lock.ensure_held()?;
         match self.store.delete(target.path()).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
             Err(error) => return Err(error.into()),
@@ -334,7 +338,12 @@ impl BlobService {
 
     /// Streams `body` into memory up to the upload buffer, into a multipart
     /// upload beyond it; counts, limits and hashes on the way.
-    async fn stage_stream<S, E>(&self, path: &Path, mut body: S, content_type: String) -> Result<Staged, BlobError>
+    async fn stage_stream<S, E>(
+        &self,
+        target: &BlobTarget,
+        mut body: S,
+        content_type: String,
+    ) -> Result<Staged, BlobError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: Display,
@@ -362,7 +371,17 @@ impl BlobService {
                         buffered_len += chunk.len();
                         buffered.push(chunk);
                         if buffered_len > self.upload_buffer {
-                            let started = self.store.put_multipart_opts(path, PutMultipartOptions::default()).await?;
+                            let started = match self
+                                .store
+                                .put_multipart_opts(target.path(), PutMultipartOptions::default())
+                                .await
+                            {
+                                Ok(started) => started,
+                                Err(error) if self.keeps_empty_dirs => {
+                                    return Err(self.item_in_the_way(target).await?.unwrap_or(error.into()));
+                                }
+                                Err(error) => return Err(error.into()),
+                            };
                             let mut writer = WriteMultipart::new_with_chunk_size(started, self.upload_buffer);
                             for chunk in buffered.drain(..) {
                                 writer.put(chunk);
@@ -432,6 +451,10 @@ impl BlobService {
                         {
                             return Err(folder_in_the_way(target));
                         }
+                        // …nor an item below an item.
+                        Err(error) if current.is_none() && self.keeps_empty_dirs => {
+                            return Err(self.item_in_the_way(target).await?.unwrap_or(error.into()));
+                        }
                         // Another writer got in between: re-read and re-check.
                         Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {}
                         Err(error) => return Err(error.into()),
@@ -459,6 +482,12 @@ impl BlobService {
                 };
                 let meta = meta_for(current.as_ref());
                 writer.put(trailer::encode(&meta));
+                // A completion cannot be conditional: the lock alone orders
+                // writers here, so it must still be held.
+                if let Err(error) = _lock.ensure_held() {
+                    let _ = writer.abort().await;
+                    return Err(error.into());
+                }
                 writer.finish().await?;
                 Ok(self.committed(target, meta, current.is_none()).await)
             }
@@ -572,12 +601,16 @@ impl BlobService {
     /// The children of a folder (items and folders), or with `recursive`
     /// every item below it; `limit` per page, `token` from the previous page.
     /// The bucket root always lists (maybe empty); an empty folder is 404.
+    /// Only nodes whose URL `shows` admits are counted and paged, so a page
+    /// never ends on — and a token never names — something the caller may
+    /// not see.
     pub async fn list(
         &self,
         folder: &BlobTarget,
         recursive: bool,
         token: Option<&str>,
         limit: usize,
+        shows: &Shows<'_>,
     ) -> Result<Listing, BlobError> {
         if !folder.url.is_folder() {
             return Err(BlobError::BadRequest(format!("Not a folder: {}", folder.url)));
@@ -586,9 +619,9 @@ impl BlobService {
         let listing = if limit == 0 {
             Listing::default()
         } else if recursive {
-            self.list_recursive(folder, after.as_deref(), limit).await?
+            self.list_recursive(folder, after.as_deref(), limit, shows).await?
         } else {
-            self.list_children(folder, after.as_deref(), limit).await?
+            self.list_children(folder, after.as_deref(), limit, shows).await?
         };
         if listing.items.is_empty()
             && after.is_none()
@@ -607,6 +640,7 @@ impl BlobService {
         folder: &BlobTarget,
         after: Option<&str>,
         limit: usize,
+        shows: &Shows<'_>,
     ) -> Result<Listing, BlobError> {
         let listed = self.store.list_with_delimiter(Some(folder.path())).await?;
         let mut entries: Vec<(String, Entry)> = Vec::new();
@@ -628,7 +662,7 @@ impl BlobService {
         let resolved = stream::iter(entries)
             .map(|(key, entry)| async move { (key, self.resolve_child(folder, entry).await) })
             .buffered(LISTING_READ_AHEAD);
-        page(resolved, limit).await
+        page(resolved, limit, shows).await
     }
 
     async fn resolve_child(&self, folder: &BlobTarget, entry: Entry) -> Result<Option<Listed>, BlobError> {
@@ -656,6 +690,7 @@ impl BlobService {
         folder: &BlobTarget,
         after: Option<&str>,
         limit: usize,
+        shows: &Shows<'_>,
     ) -> Result<Listing, BlobError> {
         let base = folder.path();
         let listed = match after {
@@ -685,7 +720,7 @@ impl BlobService {
                 (key, item)
             })
             .buffered(LISTING_READ_AHEAD);
-        page(resolved, limit).await
+        page(resolved, limit, shows).await
     }
 
     /// Whether any object (that could be an item) is stored below `prefix`.
@@ -700,6 +735,31 @@ impl BlobService {
     }
 }
 
+impl BlobService {
+    /// On a directory-backed store, the item above `target` that makes it
+    /// impossible to store (a file cannot hold files), as a 409 like a
+    /// folder in the way; `None` when no ancestor is an item.
+    async fn item_in_the_way(&self, target: &BlobTarget) -> Result<Option<BlobError>, BlobError> {
+        let mut ancestor = target.url.parent();
+        while let Some(folder) = ancestor {
+            let Some(item) = folder.as_item() else { break };
+            let above = BlobTarget::new(item, target.location.clone())?;
+            match self.store.head(above.path()).await {
+                Ok(_) => {
+                    return Ok(Some(BlobError::Conflict(format!(
+                        "An item already exists at {}: it cannot hold {}",
+                        above.url, target.url
+                    ))));
+                }
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(error) => return Err(error.into()),
+            }
+            ancestor = folder.parent();
+        }
+        Ok(None)
+    }
+}
+
 /// Only a directory-backed store (the local filesystem) refuses an item
 /// named like an existing folder; object stores hold both.
 fn folder_in_the_way(target: &BlobTarget) -> BlobError {
@@ -708,7 +768,7 @@ fn folder_in_the_way(target: &BlobTarget) -> BlobError {
 
 /// Takes up to `limit` nodes; the token is the key of the last one taken,
 /// given only when another node follows.
-async fn page<S>(mut resolved: S, limit: usize) -> Result<Listing, BlobError>
+async fn page<S>(mut resolved: S, limit: usize, shows: &Shows<'_>) -> Result<Listing, BlobError>
 where
     S: Stream<Item = (String, Result<Option<Listed>, BlobError>)> + Unpin,
 {
@@ -716,7 +776,7 @@ where
     let mut last_key: Option<String> = None;
     let mut next_token = None;
     while let Some((key, listed)) = resolved.next().await {
-        let Some(listed) = listed? else { continue };
+        let Some(listed) = listed?.filter(|listed| shows(listed.url())) else { continue };
         if items.len() == limit {
             next_token = last_key.take().map(|key| encode_token(&key));
             break;
@@ -907,7 +967,7 @@ mod tests {
         let over = service.put_file(&large, chunks(&over_pieces), None, &none(), None).await;
         assert!(matches!(over, Err(BlobError::UploadTooLarge { .. })));
         assert_eq!(content(service, &large).await, big);
-        let listed = service.list(&target("files/b/"), false, None, 10).await.unwrap();
+        let listed = service.list(&target("files/b/"), false, None, 10, &|_| true).await.unwrap();
         assert_eq!(listed.items.len(), 2, "no staging leftovers are listed: {listed:?}");
     }
 
@@ -1006,11 +1066,11 @@ mod tests {
         for path in ["a/1", "a/2", "a/b/3", "c", "d/e/f/4"] {
             put_text(service, &format!("files/b/{path}"), path).await;
         }
-        let root = service.list(&target("files/b/"), false, None, 100).await.unwrap();
+        let root = service.list(&target("files/b/"), false, None, 100, &|_| true).await.unwrap();
         assert_eq!(names(&root), ["files/b/a/", "files/b/c", "files/b/d/"]);
-        let a = service.list(&target("files/b/a/"), false, None, 100).await.unwrap();
+        let a = service.list(&target("files/b/a/"), false, None, 100, &|_| true).await.unwrap();
         assert_eq!(names(&a), ["files/b/a/1", "files/b/a/2", "files/b/a/b/"]);
-        let all = service.list(&target("files/b/"), true, None, 100).await.unwrap();
+        let all = service.list(&target("files/b/"), true, None, 100, &|_| true).await.unwrap();
         assert_eq!(names(&all), ["files/b/a/1", "files/b/a/2", "files/b/a/b/3", "files/b/c", "files/b/d/e/f/4"]);
 
         // Pages of two, recursive and not.
@@ -1018,7 +1078,7 @@ mod tests {
             let mut seen = Vec::new();
             let mut token = None;
             loop {
-                let page = service.list(&target("files/b/"), recursive, token.as_deref(), 2).await.unwrap();
+                let page = service.list(&target("files/b/"), recursive, token.as_deref(), 2, &|_| true).await.unwrap();
                 assert!(page.items.len() <= 2);
                 seen.extend(names(&page));
                 match page.next_token {
@@ -1031,14 +1091,20 @@ mod tests {
 
         // Deleting the only item of a folder makes the folder disappear.
         service.delete(&target("files/b/d/e/f/4"), &none()).await.unwrap();
-        let root = service.list(&target("files/b/"), false, None, 100).await.unwrap();
+        let root = service.list(&target("files/b/"), false, None, 100, &|_| true).await.unwrap();
         assert_eq!(names(&root), ["files/b/a/", "files/b/c"]);
-        assert!(matches!(service.list(&target("files/b/d/"), false, None, 100).await, Err(BlobError::NotFound(_))));
+        assert!(matches!(
+            service.list(&target("files/b/d/"), false, None, 100, &|_| true).await,
+            Err(BlobError::NotFound(_))
+        ));
         assert!(!service.exists(&target("files/b/d/")).await.unwrap());
         assert!(service.exists(&target("files/b/a/")).await.unwrap());
-        let empty_root = service.list(&target("prompts/b/"), false, None, 100).await.unwrap();
+        let empty_root = service.list(&target("prompts/b/"), false, None, 100, &|_| true).await.unwrap();
         assert!(empty_root.items.is_empty());
-        assert!(matches!(service.list(&target("files/b/"), false, Some("!!"), 1).await, Err(BlobError::BadRequest(_))));
+        assert!(matches!(
+            service.list(&target("files/b/"), false, Some("!!"), 1, &|_| true).await,
+            Err(BlobError::BadRequest(_))
+        ));
     }
 
     #[tokio::test]
@@ -1075,7 +1141,7 @@ mod tests {
         let service = service(store.clone(), false).await;
         put_text(&service, "files/b/real", "x").await;
         store.put(&Path::from("Users/u/files/plain"), "just some bytes, no trailer".into()).await.unwrap();
-        let root = service.list(&target("files/b/"), false, None, 100).await.unwrap();
+        let root = service.list(&target("files/b/"), false, None, 100, &|_| true).await.unwrap();
         assert_eq!(names(&root), ["files/b/real"]);
     }
 

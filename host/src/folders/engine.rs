@@ -27,7 +27,8 @@ use tokio::io::AsyncWriteExt;
 use super::gc::GcJournal;
 use super::layout::{NodePaths, decode_part};
 use super::marker::{FileRecord, FolderMarker, MarkerState, ResourceMarker, SCHEMA_VERSION, aggregate_etag, hex};
-use super::names::{NameError, check_file_path, check_node_segments};
+use super::names::{NameError, check_file_path, check_no_file_folder_clash, check_node_segments};
+use crate::access::Shows;
 use crate::buckets::BucketLocation;
 use crate::config::{FoldersConfig, TypeSettings};
 use crate::etag::{EtagMatch, PreconditionFailed, Preconditions};
@@ -41,6 +42,9 @@ use crate::resource_url::{ResourceUrl, UrlError};
 
 /// Marker reads a listing keeps in flight.
 const LISTING_READ_AHEAD: usize = 16;
+/// How often a single-file change is rebuilt on a version another request
+/// committed meanwhile before it gives up with 409.
+const MAX_REBASES: usize = 4;
 /// Buffer of one streamed upload before it becomes a multipart upload.
 const UPLOAD_BUFFER_BYTES: usize = 8 << 20;
 
@@ -85,6 +89,9 @@ pub enum FolderError {
     FolderNotEmpty(String),
     #[error("{0}")]
     Conflict(String),
+    /// The request took longer than the commit deadline: nothing was stored.
+    #[error("The upload took longer than {limit_seconds} s to commit; nothing was stored. Retry it (faster)")]
+    TooSlow { limit_seconds: u64 },
     #[error(transparent)]
     Handler(#[from] HandlerError),
     #[error(transparent)]
@@ -176,7 +183,9 @@ pub struct Staging {
     version: String,
     files: BTreeMap<String, FileRecord>,
     limits: FolderLimits,
-    started: Instant,
+    /// Past it the staged version may already be judged garbage by the
+    /// sweep: nothing more is written and the commit is refused.
+    deadline: Deadline,
     store: Arc<dyn ObjectStore>,
 }
 
@@ -192,13 +201,13 @@ impl Staging {
         if self.files.contains_key(path) {
             return Err(FolderError::BadRequest(format!("File '{path}' appears twice in the upload")));
         }
+        check_no_file_folder_clash(self.files.keys(), path)?;
         if self.files.len() >= self.limits.max_files as usize {
             return Err(FolderError::TooManyFiles { limit: self.limits.max_files });
         }
         let already = self.files.values().map(|f| f.size).sum::<u64>();
-        let record =
-            write_streamed(&self.store, self.node.paths.file(&self.version, path), body, path, &self.limits, already)
-                .await?;
+        let target = self.node.paths.file(&self.version, path);
+        let record = write_streamed(&self.store, target, body, path, &self.limits, already, self.deadline).await?;
         self.files.insert(path.to_string(), record);
         Ok(())
     }
@@ -208,8 +217,32 @@ impl Staging {
     }
 }
 
+/// When a mutation must be committed by: half the grace period after its
+/// version was journaled, so the sweep (which waits the whole grace period)
+/// never deletes a version that can still be committed.
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    at: Instant,
+    limit: Duration,
+}
+
+impl Deadline {
+    fn starting_now(limit: Duration) -> Self {
+        Self { at: Instant::now() + limit, limit }
+    }
+
+    fn check(&self) -> Result<(), FolderError> {
+        if Instant::now() < self.at {
+            Ok(())
+        } else {
+            Err(FolderError::TooSlow { limit_seconds: self.limit.as_secs().max(1) })
+        }
+    }
+}
+
 /// Streams `body` to `target`, hashing and counting; enforces the per-file
-/// and per-resource byte limits while streaming.
+/// and per-resource byte limits and the commit deadline while streaming, so
+/// nothing is written after the sweep may have judged the version garbage.
 async fn write_streamed<S, E>(
     store: &Arc<dyn ObjectStore>,
     target: Path,
@@ -217,6 +250,7 @@ async fn write_streamed<S, E>(
     path: &str,
     limits: &FolderLimits,
     bytes_before: u64,
+    deadline: Deadline,
 ) -> Result<FileRecord, FolderError>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
@@ -226,8 +260,10 @@ where
     let mut hasher = Md5::new();
     let mut size = 0u64;
     let streamed: Result<(), FolderError> = async {
+        deadline.check()?;
         while let Some(chunk) = body.next().await {
             let chunk = chunk.map_err(|e| FolderError::BadRequest(format!("Failed to read the upload: {e}")))?;
+            deadline.check()?;
             size += chunk.len() as u64;
             if size > limits.max_file_bytes {
                 return Err(FolderError::TooLarge(format!(
@@ -255,6 +291,7 @@ where
     // After a failed shutdown the writer cannot be aborted; the journal
     // entry written before staging covers what it left.
     writer.shutdown().await.map_err(io_to_storage)?;
+    deadline.check()?;
     Ok(FileRecord { etag: hex(&hasher.finalize()), size })
 }
 
@@ -339,8 +376,8 @@ impl FolderEngine {
 
     /// A writer slower than this gives up before committing: the sweep may
     /// consider its version garbage after the full grace period.
-    fn commit_deadline(&self) -> Duration {
-        self.grace() / 2
+    fn commit_deadline(&self) -> Deadline {
+        Deadline::starting_now(self.grace() / 2)
     }
 
     pub fn limits(&self, handler: &Handler) -> FolderLimits {
@@ -365,6 +402,20 @@ impl FolderEngine {
     /// The live (ready) marker of a resource.
     pub async fn live_marker(&self, node: &Node) -> Result<Option<ResourceMarker>, FolderError> {
         Ok(self.read_resource_marker(node).await?.map(|r| r.marker).filter(ResourceMarker::is_ready))
+    }
+
+    /// The URL access decisions about `node` use. A v2 resource is one
+    /// item whatever form names it: listings show it as `…/x/`, and that
+    /// form is checked (and shared) as `…/x`, so a grant on the item covers
+    /// it and a grant on a folder `…/x/` never meets an item of that name.
+    pub async fn access_url(&self, node: &Node) -> Result<ResourceUrl, FolderError> {
+        if node.url.is_folder()
+            && let Some(item) = node.url.as_item()
+            && self.live_marker(node).await?.is_some()
+        {
+            return Ok(item);
+        }
+        Ok(node.url.clone())
     }
 
     /// The marker of the resource a whole-resource GET addresses; a folder
@@ -422,13 +473,14 @@ impl FolderEngine {
         let current = self.live_marker(node).await?;
         conditions.check_write(current.as_ref().map(|m| m.etag.as_str()))?;
         let version = new_id();
-        self.journal.record(node.paths.base(), Some(&version), &node.bucket_lock_key()).await?;
+        let deadline = self.commit_deadline();
+        self.journal.record(node.paths.base(), Some(&version)).await?;
         Ok(Staging {
             node: node.clone(),
             version,
             files: BTreeMap::new(),
             limits: self.limits(handler),
-            started: Instant::now(),
+            deadline,
             store: self.store.clone(),
         })
     }
@@ -442,10 +494,10 @@ impl FolderEngine {
         author: Option<String>,
     ) -> Result<Committed, FolderError> {
         let node = staging.node.clone();
+        // Past the deadline the sweep may have removed staged files: stop
+        // before the handler reads them.
+        staging.deadline.check()?;
         let (metadata, warnings) = self.check_with_handler(&node, &staging.version, &staging.files, handler).await?;
-        if staging.started.elapsed() > self.commit_deadline() {
-            return Err(FolderError::Conflict("The upload took too long to commit; retry".into()));
-        }
         // Creating is structural (bucket lock); replacing is a content update
         // (resource lock). If a concurrent delete turns a replace into a
         // create, take the structural locks and look again.
@@ -468,9 +520,13 @@ impl FolderEngine {
         }
         if let Some(previous) = &existing {
             // The version this commit supersedes becomes garbage after the grace.
-            self.journal
-                .record(node.paths.base(), Some(&previous.marker.current_version), &node.bucket_lock_key())
-                .await?;
+            self.journal.record(node.paths.base(), Some(&previous.marker.current_version)).await?;
+        }
+        staging.deadline.check()?;
+        // The structure checked above (no resource or folder in the way)
+        // holds only while the bucket lock does.
+        if creating {
+            ensure_held(&_locks)?;
         }
         let now = now_ms();
         let marker = ResourceMarker {
@@ -483,12 +539,27 @@ impl FolderEngine {
             updated_at: now,
             author: live.and_then(|r| r.marker.author.clone()).or(author),
             deleted_at: None,
+            purged_at: None,
             commit_id: new_id(),
             metadata,
             warnings,
             files: staging.files,
         };
-        self.write_marker(&node, &marker, existing.map(|r| r.version)).await?;
+        let mut expected = existing.map(|r| r.version);
+        for attempt in 1.. {
+            match self.write_marker(&node, &marker, expected.take()).await {
+                Ok(()) => break,
+                // Creating over a tombstone the sweep purged meanwhile: the
+                // purge changes nothing a client sees, so write again over it.
+                Err(FolderError::Precondition(failed)) if creating && attempt < 3 => {
+                    match self.read_resource_marker(&node).await? {
+                        Some(read) if !read.marker.is_ready() => expected = Some(read.version),
+                        _ => return Err(FolderError::Precondition(failed)),
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        }
         let action = if creating { EventAction::Create } else { EventAction::Update };
         self.publish(action, &node, Some(&marker.etag)).await;
         Ok(Committed { marker, created: creating })
@@ -529,22 +600,27 @@ impl FolderEngine {
     ) -> Result<(BTreeMap<String, String>, Vec<Problem>), FolderError> {
         let entries: Vec<FileEntry> =
             files.iter().map(|(path, record)| FileEntry { path: path.clone(), size: record.size }).collect();
-        let source: Arc<dyn FileSource> = Arc::new(VersionFiles {
+        let files = Arc::new(VersionFiles {
             store: self.store.clone(),
             paths: node.paths.clone(),
             version: version.to_string(),
             files: files.clone(),
+            failure: std::sync::Mutex::new(None),
         });
+        let source: Arc<dyn FileSource> = files.clone();
         let info = node.resource_info();
         let type_name = handler.description().type_name.clone();
-        let warnings = match handler.validate(&info, &entries, source.clone()).await? {
+        let verdict = handler.validate(&info, &entries, source.clone()).await;
+        // A file the store failed to give is the host's failure, not a
+        // problem of the upload, whatever the handler made of it.
+        files.take_failure()?;
+        let warnings = match verdict? {
             Verdict::Valid { warnings } => warnings,
             Verdict::Invalid { problems } => return Err(FolderError::Invalid { type_name, problems }),
         };
-        let metadata = handler
-            .build_marker_metadata(&info, &entries, source)
-            .await?
-            .map_err(|problems| FolderError::Invalid { type_name, problems })?;
+        let metadata = handler.build_marker_metadata(&info, &entries, source).await;
+        files.take_failure()?;
+        let metadata = metadata?.map_err(|problems| FolderError::Invalid { type_name, problems })?;
         Ok((metadata, warnings))
     }
 
@@ -557,7 +633,7 @@ impl FolderEngine {
             return Err(FolderError::NotFound(node.url.to_string()));
         };
         conditions.check_write(Some(&current.marker.etag))?;
-        self.journal.record(node.paths.base(), None, &node.bucket_lock_key()).await?;
+        self.journal.record(node.paths.base(), None).await?;
         let mut tombstone = current.marker.clone();
         let now = now_ms();
         tombstone.state = MarkerState::Deleting;
@@ -579,11 +655,12 @@ impl FolderEngine {
             return Err(FolderError::BadRequest(format!("{} is not deleted", node.url)));
         }
         let deleted_at = read.marker.deleted_at.unwrap_or(0);
-        if now_ms() - deleted_at > self.grace().as_millis() as i64 {
+        if read.marker.purged_at.is_some() || now_ms() - deleted_at > self.grace().as_millis() as i64 {
             return Err(FolderError::NotFound(format!("{} (the restore window has passed)", node.url)));
         }
         self.check_structure_for_create(node).await?;
         self.vivify_ancestors(node, None).await?;
+        ensure_held(&_locks)?;
         let mut restored = read.marker.clone();
         restored.state = MarkerState::Ready;
         restored.deleted_at = None;
@@ -633,6 +710,12 @@ impl FolderEngine {
         .await
     }
 
+    /// A single-file change, optimistic like a whole PUT: the new content
+    /// is streamed and the new version built (server-side copies of the
+    /// other files, handler validation) without any lock; only the final
+    /// re-read and the conditional marker write happen under the resource
+    /// lock. If another request committed meanwhile, the change is rebuilt
+    /// on that version (its conditions checked again), a few times at most.
     async fn mutate_file<S, E>(
         &self,
         node: &Node,
@@ -646,53 +729,132 @@ impl FolderEngine {
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        let _lock = self.locks.acquire(&node.resource_lock_key()).await?;
-        let Some(current) = self.read_resource_marker(node).await?.filter(|r| r.marker.is_ready()) else {
-            return Err(FolderError::NotFound(node.url.to_string()));
-        };
-        conditions.check_write(Some(&current.marker.etag))?;
-        if op == Mutation::Delete && !current.marker.files.contains_key(path) {
+        let deadline = self.commit_deadline();
+        let limits = self.limits(handler);
+        // Fail fast on what cannot succeed; all of it is checked again at the commit.
+        let mut based_on = self.live_read(node).await?;
+        conditions.check_write(Some(&based_on.marker.etag))?;
+        if op == Mutation::Delete && !based_on.marker.files.contains_key(path) {
             return Err(FolderError::NotFound(format!("{}/files/{path}", node.item_url())));
+        }
+        if op == Mutation::Put {
+            check_no_file_folder_clash(based_on.marker.files.keys(), path)?;
         }
         if let Err(problem) = handler.validate_file_mutation(path, op).await? {
             let type_name = handler.description().type_name.clone();
             return Err(FolderError::Invalid { type_name, problems: vec![problem] });
         }
-        let limits = self.limits(handler);
-        let version = new_id();
         let base = node.paths.base();
-        self.journal.record(base, Some(&version), &node.bucket_lock_key()).await?;
+        // The first version gets the upload streamed straight into it.
+        let mut version = new_id();
+        self.journal.record(base, Some(&version)).await?;
+        let uploaded = match body {
+            Some(body) => {
+                let others = based_on.marker.files.iter().filter(|(p, _)| p.as_str() != path).map(|(_, f)| f.size);
+                let target = node.paths.file(&version, path);
+                let record =
+                    write_streamed(&self.store, target.clone(), body, path, &limits, others.sum(), deadline).await?;
+                Some((target, record))
+            }
+            None => None,
+        };
+        for attempt in 0.. {
+            if attempt > 0 {
+                version = new_id();
+                self.journal.record(base, Some(&version)).await?;
+            }
+            let files = self
+                .build_file_version(node, &based_on.marker, &version, path, uploaded.as_ref(), attempt > 0, &limits)
+                .await?;
+            deadline.check()?;
+            let (metadata, warnings) = self.check_with_handler(node, &version, &files, handler).await?;
 
-        let mut files = current.marker.files.clone();
+            let _lock = self.locks.acquire(&node.resource_lock_key()).await?;
+            let current = self.live_read(node).await?;
+            conditions.check_write(Some(&current.marker.etag))?;
+            if current.marker.commit_id != based_on.marker.commit_id {
+                if attempt + 1 >= MAX_REBASES {
+                    return Err(FolderError::Conflict(format!(
+                        "{} keeps being changed by other requests; retry",
+                        node.item_url()
+                    )));
+                }
+                if op == Mutation::Delete && !current.marker.files.contains_key(path) {
+                    return Err(FolderError::NotFound(format!("{}/files/{path}", node.item_url())));
+                }
+                based_on = current;
+                continue;
+            }
+            deadline.check()?;
+            self.journal.record(base, Some(&current.marker.current_version)).await?;
+            let marker = ResourceMarker {
+                current_version: version,
+                etag: aggregate_etag(&files),
+                updated_at: now_ms(),
+                commit_id: new_id(),
+                metadata,
+                warnings,
+                files,
+                ..current.marker.clone()
+            };
+            self.write_marker(node, &marker, Some(current.version)).await?;
+            self.publish(EventAction::Update, node, Some(&marker.etag)).await;
+            return Ok(Committed { marker, created: false });
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// The live marker of `node` with its conditional-write token; 404 when
+    /// there is none.
+    async fn live_read(&self, node: &Node) -> Result<ReadMarker<ResourceMarker>, FolderError> {
+        self.read_resource_marker(node)
+            .await?
+            .filter(|r| r.marker.is_ready())
+            .ok_or_else(|| FolderError::NotFound(node.url.to_string()))
+    }
+
+    /// Fills `version` with the files of `based_on` except `path`, plus the
+    /// uploaded content (already in place on the first attempt, copied from
+    /// where it was streamed on a rebase); checks the limits again, since
+    /// the other files may have changed.
+    #[allow(clippy::too_many_arguments)]
+    async fn build_file_version(
+        &self,
+        node: &Node,
+        based_on: &ResourceMarker,
+        version: &str,
+        path: &str,
+        uploaded: Option<&(Path, FileRecord)>,
+        copy_upload: bool,
+        limits: &FolderLimits,
+    ) -> Result<BTreeMap<String, FileRecord>, FolderError> {
+        let mut files = based_on.files.clone();
         files.remove(path);
-        if op == Mutation::Put && files.len() >= limits.max_files as usize {
-            return Err(FolderError::TooManyFiles { limit: limits.max_files });
+        if let Some((_, record)) = uploaded {
+            // Checked again: the version rebuilt on may hold new files.
+            check_no_file_folder_clash(files.keys(), path)?;
+            if files.len() >= limits.max_files as usize {
+                return Err(FolderError::TooManyFiles { limit: limits.max_files });
+            }
+            let total = files.values().map(|f| f.size).sum::<u64>() + record.size;
+            if total > limits.max_total_bytes {
+                return Err(FolderError::TooLarge(format!(
+                    "The resource exceeds the limit of {} bytes in total",
+                    limits.max_total_bytes
+                )));
+            }
         }
         for file in files.keys() {
-            let from = node.paths.file(&current.marker.current_version, file);
-            self.store.copy(&from, &node.paths.file(&version, file)).await?;
+            let from = node.paths.file(&based_on.current_version, file);
+            self.store.copy(&from, &node.paths.file(version, file)).await?;
         }
-        if let Some(body) = body {
-            let before = files.values().map(|f| f.size).sum();
-            let record =
-                write_streamed(&self.store, node.paths.file(&version, path), body, path, &limits, before).await?;
-            files.insert(path.to_string(), record);
+        if let Some((object, record)) = uploaded {
+            if copy_upload {
+                self.store.copy(object, &node.paths.file(version, path)).await?;
+            }
+            files.insert(path.to_string(), record.clone());
         }
-        let (metadata, warnings) = self.check_with_handler(node, &version, &files, handler).await?;
-        self.journal.record(base, Some(&current.marker.current_version), &node.bucket_lock_key()).await?;
-        let marker = ResourceMarker {
-            current_version: version,
-            etag: aggregate_etag(&files),
-            updated_at: now_ms(),
-            commit_id: new_id(),
-            metadata,
-            warnings,
-            files,
-            ..current.marker.clone()
-        };
-        self.write_marker(node, &marker, Some(current.version)).await?;
-        self.publish(EventAction::Update, node, Some(&marker.etag)).await;
-        Ok(Committed { marker, created: false })
+        Ok(files)
     }
 
     // ----- folders ------------------------------------------------------
@@ -702,12 +864,13 @@ impl FolderEngine {
         if node.url.is_bucket_root() {
             return Err(FolderError::BadRequest("The bucket root always exists".into()));
         }
-        let _lock = self.locks.acquire(&node.bucket_lock_key()).await?;
+        let lock = self.locks.acquire(&node.bucket_lock_key()).await?;
         self.check_structure_for_create(node).await?;
         if self.read_folder_marker(node).await?.is_some() {
             return Err(FolderError::BadRequest(format!("Folder already exists: {}", node.url)));
         }
         self.vivify_ancestors(node, author.as_deref()).await?;
+        lock.ensure_held()?;
         let marker = FolderMarker { schema_version: SCHEMA_VERSION, created_at: now_ms(), author };
         let options = PutOptions { mode: PutMode::Create, ..Default::default() };
         match self.store.put_opts(&node.paths.folder_marker(), marker.to_json().into(), options).await {
@@ -727,10 +890,13 @@ impl FolderEngine {
         if node.url.is_bucket_root() || self.read_folder_marker(node).await?.is_none() {
             return Err(FolderError::NotFound(node.url.to_string()));
         }
-        let listing = self.list_children(node, None, 1).await?;
+        let listing = self.list_children(node, None, 1, &|_| true).await?;
         if !listing.items.is_empty() {
             return Err(FolderError::FolderNotEmpty(node.url.to_string()));
         }
+        // "Empty" holds only while the bucket lock does, and the delete is
+        // unconditional: never delete on a lease that may have run out.
+        _lock.ensure_held()?;
         self.store.delete(&node.paths.folder_marker()).await?;
         self.publish(EventAction::Delete, node, None).await;
         Ok(())
@@ -777,25 +943,34 @@ impl FolderEngine {
 
     /// Resources and folders directly in `node` (a folder or the bucket
     /// root), or everything below it with `recursive`. Reads one marker per
-    /// child on the page; never looks inside a resource.
+    /// child on the page; never looks inside a resource. Only nodes whose
+    /// URL `shows` admits are counted and paged, so a page never ends on —
+    /// and a token never names — something the caller may not see.
     pub async fn list(
         &self,
         node: &Node,
         recursive: bool,
         token: Option<&str>,
         limit: usize,
+        shows: &Shows<'_>,
     ) -> Result<Listing, FolderError> {
         if !node.url.is_bucket_root() && self.read_folder_marker(node).await?.is_none() {
             return Err(FolderError::NotFound(node.url.to_string()));
         }
         if recursive {
-            self.list_recursive(node, token, limit).await
+            self.list_recursive(node, token, limit, shows).await
         } else {
-            self.list_children(node, token, limit).await
+            self.list_children(node, token, limit, shows).await
         }
     }
 
-    async fn list_children(&self, node: &Node, token: Option<&str>, limit: usize) -> Result<Listing, FolderError> {
+    async fn list_children(
+        &self,
+        node: &Node,
+        token: Option<&str>,
+        limit: usize,
+        shows: &Shows<'_>,
+    ) -> Result<Listing, FolderError> {
         let mut names: Vec<String> = self
             .store
             .list_with_delimiter(Some(node.paths.base()))
@@ -815,7 +990,7 @@ impl FolderEngine {
         let mut items = Vec::new();
         let mut next_token = None;
         while let Some(listed) = classified.next().await {
-            let Some(listed) = listed? else { continue };
+            let Some(listed) = listed?.filter(|listed| shows(listed.url())) else { continue };
             if items.len() == limit {
                 next_token = Some(last_name(&items));
                 break;
@@ -840,12 +1015,18 @@ impl FolderEngine {
 
     /// Every resource below `node`, depth-first in name order; the token is
     /// the relative path of the last one returned.
-    async fn list_recursive(&self, node: &Node, token: Option<&str>, limit: usize) -> Result<Listing, FolderError> {
+    async fn list_recursive(
+        &self,
+        node: &Node,
+        token: Option<&str>,
+        limit: usize,
+        shows: &Shows<'_>,
+    ) -> Result<Listing, FolderError> {
         let mut items = Vec::new();
         let mut stack = vec![(node.clone(), String::new())];
         let mut next_token = None;
         while let Some((folder, prefix)) = stack.pop() {
-            let children = self.list_children(&folder, None, usize::MAX).await?;
+            let children = self.list_children(&folder, None, usize::MAX, &|_| true).await?;
             let mut subfolders = Vec::new();
             for child in children.items {
                 let (name, is_folder) = match &child {
@@ -858,7 +1039,7 @@ impl FolderEngine {
                     subfolders.push((folder_child(&folder, &name)?, relative));
                     continue;
                 }
-                if token.is_some_and(|t| relative.as_str() <= t) {
+                if token.is_some_and(|t| relative.as_str() <= t) || !shows(child.url()) {
                     continue;
                 }
                 if items.len() == limit {
@@ -958,6 +1139,11 @@ impl FolderEngine {
     }
 }
 
+/// Every guard of a step that relies on its locks must still be held.
+fn ensure_held(guards: &[LockGuard]) -> Result<(), FolderError> {
+    guards.iter().try_for_each(LockGuard::ensure_held).map_err(FolderError::from)
+}
+
 fn folder_child(folder: &Node, name: &str) -> Result<Node, FolderError> {
     let url = folder.url.child(name, true)?;
     Ok(Node { paths: folder.paths.child(name), url, location: folder.location.clone() })
@@ -997,12 +1183,22 @@ async fn read_json<T: serde::de::DeserializeOwned>(
     Ok(Some(ReadMarker { marker, version }))
 }
 
-/// The files of one version, for a handler's `files.read`.
+/// The files of one version, for a handler's `files.read`. A storage
+/// failure is kept for the engine (which answers it as the host's error)
+/// and reaches the guest without detail: store errors name internal paths.
 struct VersionFiles {
     store: Arc<dyn ObjectStore>,
     paths: NodePaths,
     version: String,
     files: BTreeMap<String, FileRecord>,
+    failure: std::sync::Mutex<Option<object_store::Error>>,
+}
+
+impl VersionFiles {
+    fn take_failure(&self) -> Result<(), FolderError> {
+        let failure = self.failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        failure.map_or(Ok(()), |error| Err(FolderError::Storage(error)))
+    }
 }
 
 impl FileSource for VersionFiles {
@@ -1013,10 +1209,13 @@ impl FileSource for VersionFiles {
             if offset >= end {
                 return Ok(Bytes::new());
             }
-            self.store
-                .get_range(&self.paths.file(&self.version, path), offset..end)
-                .await
-                .map_err(|e| ReadError::Storage(e.to_string()))
+            match self.store.get_range(&self.paths.file(&self.version, path), offset..end).await {
+                Ok(bytes) => Ok(bytes),
+                Err(error) => {
+                    *self.failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(error);
+                    Err(ReadError::Storage("the file could not be read".into()))
+                }
+            }
         })
     }
 }

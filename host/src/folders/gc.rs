@@ -4,17 +4,32 @@
 //! entry to a journal (`.dial-host/gc/<time>-<id>.json`): "version V of the
 //! resource at B may be unreferenced later" or "the resource at B is being
 //! deleted". The sweep reads only the journal, and only acts on entries
-//! older than the grace period: it deletes a version no marker references,
-//! finishes a tombstone whose restore window has passed, and drops entries
-//! about versions that are live. A crash between any two steps leaves an
-//! entry behind, so nothing written is ever orphaned for good.
+//! older than the grace period:
+//!
+//! - a version entry: the version's subtree is deleted if the marker does
+//!   not reference it (a writer that staged it gave up at half the grace
+//!   period, so nobody can still commit it);
+//! - a tombstone whose restore window has passed is *purged*: the marker is
+//!   rewritten, conditionally, to a tombstone without files, and then the
+//!   one version it referenced is deleted. Markers are never deleted: object
+//!   stores cannot delete conditionally, and an unconditional delete could
+//!   remove a re-create that committed in between (a re-create is a
+//!   conditional write over the tombstone, so it either lands before the
+//!   purge — which then fails and leaves it alone — or after it).
+//!
+//! Nothing else is ever deleted: not the `v/` prefix as a whole (a re-create
+//! may be staging there), not a version a marker references. The sweep takes
+//! no lock; every decision is fenced by the marker's conditional write. A
+//! crash between any two steps leaves an entry behind, so nothing written is
+//! ever orphaned for good; an entry that fails is kept for the next sweep and
+//! does not stop this one.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 use serde::{Deserialize, Serialize};
 
 use super::engine::{FolderEngine, FolderError, new_id, now_ms};
@@ -29,8 +44,6 @@ struct JournalEntry {
     base: String,
     /// A version that may become garbage; `None` for a delete.
     version: Option<String>,
-    /// The lock that serialises structural changes of that resource.
-    lock: String,
 }
 
 /// What one sweep did.
@@ -39,6 +52,8 @@ struct JournalEntry {
 pub struct SweepReport {
     pub entries_seen: usize,
     pub entries_done: usize,
+    /// Entries whose processing failed; they stay for the next sweep.
+    pub entries_failed: usize,
     pub versions_deleted: usize,
     pub tombstones_finished: usize,
     pub objects_deleted: usize,
@@ -54,13 +69,19 @@ impl GcJournal {
         Self { store }
     }
 
-    pub async fn record(&self, base: &Path, version: Option<&str>, lock: &str) -> Result<(), FolderError> {
-        let entry = JournalEntry { base: base.to_string(), version: version.map(Into::into), lock: lock.into() };
+    pub async fn record(&self, base: &Path, version: Option<&str>) -> Result<(), FolderError> {
+        let entry = JournalEntry { base: base.to_string(), version: version.map(Into::into) };
         let name = format!("{:016}-{}.json", now_ms(), new_id());
         let payload = PutPayload::from(serde_json::to_vec(&entry).expect("journal entries serialise"));
         self.store.put(&Path::from(JOURNAL_PREFIX).join(name), payload).await?;
         Ok(())
     }
+}
+
+/// A marker with the token a conditional rewrite needs.
+struct Versioned {
+    marker: ResourceMarker,
+    version: UpdateVersion,
 }
 
 impl FolderEngine {
@@ -70,36 +91,63 @@ impl FolderEngine {
     }
 
     /// The sweep with another grace period (tests, operators' one-off runs).
+    /// The journal is streamed, never held whole; an entry that fails is
+    /// logged, counted and kept, and the sweep goes on with the next one.
     pub async fn sweep_with_grace(&self, grace: Duration) -> Result<SweepReport, FolderError> {
         let grace_ms = grace.as_millis() as i64;
         let now = now_ms();
         let mut report = SweepReport::default();
-        let entries: Vec<_> = self.store().list(Some(&Path::from(JOURNAL_PREFIX))).try_collect().await?;
-        for meta in entries {
+        let mut entries = self.store().list(Some(&Path::from(JOURNAL_PREFIX)));
+        while let Some(meta) = entries.next().await {
+            let meta = meta?;
             report.entries_seen += 1;
             let written_at =
                 meta.location.filename().and_then(|n| n.split('-').next()).and_then(|t| t.parse::<i64>().ok());
             if written_at.is_some_and(|t| now - t < grace_ms) {
                 continue;
             }
-            let entry: Option<JournalEntry> = match self.store().get(&meta.location).await {
-                Ok(result) => serde_json::from_slice(&result.bytes().await?).ok(),
-                Err(object_store::Error::NotFound { .. }) => continue,
-                Err(error) => return Err(error.into()),
-            };
-            let done = match entry {
-                Some(entry) => self.process(&entry, now, grace_ms, &mut report).await?,
-                None => true, // unreadable: nothing to act on
-            };
-            if done {
-                self.store().delete(&meta.location).await?;
-                report.entries_done += 1;
+            match self.settle_entry(&meta.location, now, grace_ms, &mut report).await {
+                Ok(true) => report.entries_done += 1,
+                Ok(false) => {}
+                Err(error) => {
+                    report.entries_failed += 1;
+                    tracing::warn!(entry = %meta.location, %error, "gc journal entry failed; kept for the next sweep");
+                }
             }
         }
-        if report.entries_done > 0 {
+        if report.entries_done > 0 || report.entries_failed > 0 {
             tracing::info!(?report, "gc sweep");
         }
         Ok(report)
+    }
+
+    /// Reads one due entry, acts on it, and removes it once it is settled.
+    async fn settle_entry(
+        &self,
+        location: &Path,
+        now: i64,
+        grace_ms: i64,
+        report: &mut SweepReport,
+    ) -> Result<bool, FolderError> {
+        let entry: Option<JournalEntry> = match self.store().get(location).await {
+            Ok(result) => serde_json::from_slice(&result.bytes().await?).ok(),
+            Err(object_store::Error::NotFound { .. }) => return Ok(false), // another sweep settled it
+            Err(error) => return Err(error.into()),
+        };
+        let settled = match entry {
+            Some(entry) => self.process(&entry, now, grace_ms, report).await?,
+            None => {
+                tracing::warn!(entry = %location, "unreadable gc journal entry dropped");
+                true
+            }
+        };
+        if settled {
+            match self.store().delete(location).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(settled)
     }
 
     /// Acts on one due entry; `true` when the entry is settled.
@@ -111,60 +159,75 @@ impl FolderEngine {
         report: &mut SweepReport,
     ) -> Result<bool, FolderError> {
         let base = Path::from(entry.base.as_str());
-        let marker = self.marker_at(&base).await?;
-        let tombstone_due = |m: &ResourceMarker| m.deleted_at.is_some_and(|at| now - at >= grace_ms);
-        match (&entry.version, &marker) {
-            (Some(version), Some(m)) if &m.current_version == version => {
-                if m.is_ready() {
-                    return Ok(true); // live
-                }
-                if !tombstone_due(m) {
+        let read = self.marker_at(&base).await?;
+        match (&entry.version, &read) {
+            // Not referenced (and its writer gave up long ago): garbage.
+            (Some(version), None) => self.delete_version(&base, version, report).await,
+            (Some(version), Some(read)) if &read.marker.current_version != version => {
+                self.delete_version(&base, version, report).await
+            }
+            // Live: the version is current, or the delete was undone.
+            (_, Some(read)) if read.marker.is_ready() => Ok(true),
+            (None, None) => Ok(true),
+            (_, Some(read)) => {
+                let due = read.marker.deleted_at.is_some_and(|at| now - at >= grace_ms);
+                if !due {
                     return Ok(false); // still restorable
                 }
-                self.finish_tombstone(entry, &base, report).await
+                self.purge(&base, read, report).await
             }
-            (Some(version), _) => {
-                let deleted = self.delete_prefix(&base.clone().join(VERSIONS_DIR).join(version.as_str())).await?;
-                report.objects_deleted += deleted;
-                report.versions_deleted += usize::from(deleted > 0);
-                Ok(true)
-            }
-            (None, Some(m)) if !m.is_ready() => {
-                if !tombstone_due(m) {
-                    return Ok(false);
-                }
-                self.finish_tombstone(entry, &base, report).await
-            }
-            (None, _) => Ok(true), // restored, re-created or already gone
         }
     }
 
-    /// Removes a tombstoned resource's files, then its marker, under the
-    /// bucket lock so a concurrent re-create is not swept away.
-    async fn finish_tombstone(
-        &self,
-        entry: &JournalEntry,
-        base: &Path,
-        report: &mut SweepReport,
-    ) -> Result<bool, FolderError> {
-        let _lock = self.locks.acquire(&entry.lock).await?;
-        let Some(marker) = self.marker_at(base).await? else { return Ok(true) };
-        if marker.is_ready() {
-            return Ok(true); // re-created meanwhile
-        }
-        report.objects_deleted += self.delete_prefix(&base.clone().join(VERSIONS_DIR)).await?;
-        match self.store().delete(&base.clone().join(RESOURCE_MARKER)).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-            Err(error) => return Err(error.into()),
-        }
-        report.objects_deleted += 1;
-        report.tombstones_finished += 1;
+    async fn delete_version(&self, base: &Path, version: &str, report: &mut SweepReport) -> Result<bool, FolderError> {
+        let deleted = self.delete_prefix(&base.clone().join(VERSIONS_DIR).join(version)).await?;
+        report.objects_deleted += deleted;
+        report.versions_deleted += usize::from(deleted > 0);
         Ok(true)
     }
 
-    async fn marker_at(&self, base: &Path) -> Result<Option<ResourceMarker>, FolderError> {
+    /// Finishes a tombstone whose restore window has passed: the marker
+    /// becomes a tombstone without files (a conditional write: a re-create
+    /// or restore that got in first wins, and this sweep leaves it alone),
+    /// then the one version it referenced is deleted. The purged marker keeps
+    /// naming that version, so after a crash between the two steps the entry
+    /// (still there) finishes the job; a re-create over it journals that
+    /// version as superseded, like any commit does.
+    async fn purge(&self, base: &Path, read: &Versioned, report: &mut SweepReport) -> Result<bool, FolderError> {
+        let version = read.marker.current_version.clone();
+        if read.marker.purged_at.is_none() {
+            let mut purged = read.marker.clone();
+            purged.purged_at = Some(now_ms());
+            purged.files.clear();
+            purged.commit_id = new_id();
+            let options = PutOptions { mode: PutMode::Update(read.version.clone()), ..Default::default() };
+            let path = base.clone().join(RESOURCE_MARKER);
+            match self.store().put_opts(&path, PutPayload::from(purged.to_json()), options).await {
+                Ok(_) => report.tombstones_finished += 1,
+                // Changed since it was read (restored, re-created): look again next time.
+                Err(object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. }) => {
+                    return Ok(false);
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        report.objects_deleted += self.delete_prefix(&base.clone().join(VERSIONS_DIR).join(version.as_str())).await?;
+        Ok(true)
+    }
+
+    async fn marker_at(&self, base: &Path) -> Result<Option<Versioned>, FolderError> {
         match self.store().get(&base.clone().join(RESOURCE_MARKER)).await {
-            Ok(result) => Ok(serde_json::from_slice(&result.bytes().await?).ok()),
+            Ok(result) => {
+                let version = UpdateVersion { e_tag: result.meta.e_tag.clone(), version: result.meta.version.clone() };
+                let bytes = result.bytes().await?;
+                let marker = serde_json::from_slice(&bytes).map_err(|e| {
+                    FolderError::Storage(object_store::Error::Generic {
+                        store: "marker",
+                        source: format!("{base}: {e}").into(),
+                    })
+                })?;
+                Ok(Some(Versioned { marker, version }))
+            }
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(error) => Err(error.into()),
         }

@@ -51,6 +51,12 @@ pub struct ResourceMarker {
     pub author: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deleted_at: Option<i64>,
+    /// When the sweep removed a tombstone's files. The tombstone itself is
+    /// kept (stores cannot delete conditionally, and an unconditional delete
+    /// could remove a re-create that committed meanwhile); a re-create is a
+    /// conditional write over it like over any tombstone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purged_at: Option<i64>,
     /// Unique per commit: after an ambiguous conditional write the writer
     /// re-reads the marker and recognises its own commit.
     pub commit_id: String,
@@ -145,6 +151,7 @@ mod tests {
             updated_at: 2,
             author: Some("alice".into()),
             deleted_at: Some(3),
+            purged_at: None,
             commit_id: "c".into(),
             metadata: BTreeMap::from([("name".into(), "x".into())]),
             warnings: vec![],

@@ -36,6 +36,13 @@ pub fn check_file_path(path: &str) -> Result<(), NameError> {
     if path.starts_with('/') {
         return bad("it must be relative (no leading /)");
     }
+    // `C:/…` or `C:file`: absolute (or drive-relative) on Windows, where
+    // ZIPs of the resource get extracted.
+    if let [letter, b':', ..] = path.as_bytes()
+        && letter.is_ascii_alphabetic()
+    {
+        return bad("it must be relative (no drive letter)");
+    }
     if path.contains('\\') {
         return bad("use / as the separator, not \\");
     }
@@ -52,6 +59,25 @@ pub fn check_file_path(path: &str) -> Result<(), NameError> {
     }
     if path.split('/').next() == Some(VERSIONS_DIR) {
         return bad("the first segment 'v' is reserved");
+    }
+    Ok(())
+}
+
+/// A new file path must not name a folder of files already in the set, nor
+/// have one of them as a folder: `a` and `a/b` cannot both be files (no file
+/// system, and no ZIP extraction, can hold both).
+pub fn check_no_file_folder_clash<'a>(
+    existing: impl IntoIterator<Item = &'a String>,
+    path: &str,
+) -> Result<(), NameError> {
+    for other in existing {
+        let (shorter, longer) = if other.len() < path.len() { (other.as_str(), path) } else { (path, other.as_str()) };
+        if longer.strip_prefix(shorter).is_some_and(|rest| rest.starts_with('/')) {
+            return Err(NameError::BadFilePath {
+                path: path.into(),
+                reason: if shorter == path { "it is a folder of other files" } else { "a folder of it is a file" },
+            });
+        }
     }
     Ok(())
 }
@@ -75,11 +101,36 @@ mod tests {
 
     #[test]
     fn file_paths() {
-        for good in ["SKILL.md", "scripts/run.sh", "a/b/c/d.txt", ".hidden", "dir/v/x", "файл.txt"] {
+        for good in ["SKILL.md", "scripts/run.sh", "a/b/c/d.txt", ".hidden", "dir/v/x", "файл.txt", "notes/12:30.md"]
+        {
             assert_eq!(check_file_path(good), Ok(()), "{good}");
         }
-        for bad in ["", "/abs", "a\\b", "a//b", "a/", "./a", "a/../b", "..", "v/x", "v", "a/.dial-resource", "a\nb"] {
+        for bad in [
+            "",
+            "/abs",
+            "a\\b",
+            "a//b",
+            "a/",
+            "./a",
+            "a/../b",
+            "..",
+            "v/x",
+            "v",
+            "a/.dial-resource",
+            "a\nb",
+            "C:/Users/me/run.bat",
+            "c:run.bat",
+        ] {
             assert!(check_file_path(bad).is_err(), "{bad:?} should be refused");
         }
+    }
+
+    #[test]
+    fn a_file_cannot_also_be_a_folder() {
+        let files = ["SKILL.md".to_string(), "docs/a.md".to_string()];
+        assert!(check_no_file_folder_clash(&files, "docs/b.md").is_ok());
+        assert!(check_no_file_folder_clash(&files, "docs2").is_ok());
+        assert!(check_no_file_folder_clash(&files, "docs").is_err(), "docs is a folder of docs/a.md");
+        assert!(check_no_file_folder_clash(&files, "SKILL.md/x").is_err(), "SKILL.md is a file");
     }
 }

@@ -60,6 +60,19 @@ pub fn parse_link(state: &AppState, raw: &str) -> Result<Link, ApiError> {
     Ok(Link { url, location, kind })
 }
 
+/// The link as grants key it: a v2 resource named in its listing form
+/// (`…/x/`) is the item `…/x` (see [`crate::folders::FolderEngine::access_url`]).
+pub async fn canonical(state: &AppState, link: Link) -> Result<Link, ApiError> {
+    match &link.kind {
+        Kind::Folder(_) if link.url.is_folder() => {
+            let node = Node::new(link.url.clone(), link.location.clone())?;
+            let url = state.folders().access_url(&node).await?;
+            Ok(Link { url, ..link })
+        }
+        _ => Ok(link),
+    }
+}
+
 pub fn kind_of(state: &AppState, group: &str) -> Option<Kind> {
     match BlobGroup::parse(group) {
         Some(group) => Some(Kind::Blob(group)),
@@ -91,14 +104,15 @@ pub async fn exists(state: &AppState, link: &Link) -> Result<bool, ApiError> {
 
 /// Copies the item `source` names to `target` (same group), which must not
 /// exist: a v2 resource gets a fresh, re-validated marker with the same
-/// aggregate etag; a v1 item is streamed, never held whole.
-pub async fn copy(state: &AppState, source: &Link, target: &Link, author: Option<String>) -> Result<(), ApiError> {
+/// aggregate etag; a v1 item is streamed, never held whole. Returns the etag
+/// the target was created with.
+pub async fn copy(state: &AppState, source: &Link, target: &Link, author: Option<String>) -> Result<String, ApiError> {
     let create_only = Preconditions { if_none_match: Some(EtagMatch::Any), ..Preconditions::default() };
     match &source.kind {
         Kind::Folder(handler) => {
             let from = Node::new(source.url.clone(), source.location.clone())?;
             let to = Node::new(target.url.clone(), target.location.clone())?;
-            state.folders().copy_resource(&from, &to, handler, author).await?;
+            Ok(state.folders().copy_resource(&from, &to, handler, author).await?.marker.etag)
         }
         Kind::Blob(group) => {
             let from = BlobTarget::new(source.url.clone(), source.location.clone())?;
@@ -107,14 +121,14 @@ pub async fn copy(state: &AppState, source: &Link, target: &Link, author: Option
             else {
                 unreachable!("no If-None-Match was sent");
             };
-            if group.is_json() {
-                state.blobs().put_json(&to, body, Some(meta.content_length), &create_only, author).await?;
+            let committed = if group.is_json() {
+                state.blobs().put_json(&to, body, Some(meta.content_length), &create_only, author).await?
             } else {
-                state.blobs().put_file(&to, body, Some(&meta.content_type), &create_only, author).await?;
-            }
+                state.blobs().put_file(&to, body, Some(&meta.content_type), &create_only, author).await?
+            };
+            Ok(committed.meta.etag)
         }
     }
-    Ok(())
 }
 
 /// Deletes the item a link names (a v2 resource is tombstoned) if

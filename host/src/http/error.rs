@@ -14,6 +14,7 @@ use crate::buckets::InvalidBucket;
 use crate::documents::DocumentError;
 use crate::folders::FolderError;
 use crate::handlers::{HandlerError, RegistryError};
+use crate::locks::LockError;
 use crate::resource_url::UrlError;
 use crate::sharing::SharingError;
 use crate::storage::StorageError;
@@ -76,18 +77,28 @@ impl From<AccessError> for ApiError {
     fn from(error: AccessError) -> Self {
         match error {
             AccessError::Denied(denied) => denied.into(),
-            AccessError::Unavailable(message) => Self::new(StatusCode::SERVICE_UNAVAILABLE, message),
+            AccessError::Unavailable(message) => {
+                // The cause names internal documents: logged, not shown.
+                tracing::error!(%message, "access state unavailable");
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "Access state is unavailable; retry")
+            }
         }
     }
 }
 
 impl From<DocumentError> for ApiError {
+    /// Document errors name internal paths: logged, never shown.
     fn from(error: DocumentError) -> Self {
-        let status = match error {
-            DocumentError::Contended(_) => StatusCode::SERVICE_UNAVAILABLE,
-            DocumentError::Storage(_) | DocumentError::Corrupt { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        Self::new(status, error.to_string())
+        match error {
+            DocumentError::Contended(_) => {
+                tracing::warn!(%error, "contended document");
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "Too many concurrent changes; retry")
+            }
+            DocumentError::Storage(_) | DocumentError::Corrupt { .. } => {
+                tracing::error!(%error, "storage error");
+                Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Storage error")
+            }
+        }
     }
 }
 
@@ -136,7 +147,8 @@ impl From<FolderError> for ApiError {
             FolderError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             FolderError::Precondition(_) => StatusCode::PRECONDITION_FAILED,
             FolderError::FolderNotEmpty(_) | FolderError::Conflict(_) => StatusCode::CONFLICT,
-            FolderError::Lock(_) => StatusCode::SERVICE_UNAVAILABLE,
+            FolderError::TooSlow { .. } => StatusCode::REQUEST_TIMEOUT,
+            FolderError::Lock(lock) => return Self::from(lock),
             FolderError::Storage(storage) => {
                 tracing::error!(error = %storage, "storage error");
                 return Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Storage error");
@@ -156,13 +168,27 @@ impl From<BlobError> for ApiError {
             BlobError::ResourceTooLarge { .. } | BlobError::UploadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             BlobError::Precondition(_) => StatusCode::PRECONDITION_FAILED,
             BlobError::Conflict(_) => StatusCode::CONFLICT,
-            BlobError::Lock(_) => StatusCode::SERVICE_UNAVAILABLE,
+            BlobError::Lock(lock) => return Self::from(lock),
             BlobError::Corrupt { .. } | BlobError::Storage(_) => {
                 tracing::error!(%error, "storage error");
                 return Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Storage error");
             }
         };
         Self::new(status, error.to_string())
+    }
+}
+
+impl From<&LockError> for ApiError {
+    /// 503: the request may be retried. Lock keys name internal storage
+    /// locations, so they are logged, never shown.
+    fn from(error: &LockError) -> Self {
+        tracing::warn!(%error, "lock");
+        let message = match error {
+            LockError::Timeout { .. } => "The resource is busy with another request; retry",
+            LockError::Redis(_) => "The lock service (Redis) is unavailable; retry",
+            LockError::Lost { .. } => "The request lost its lock before it could commit; nothing was changed, retry",
+        };
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, message)
     }
 }
 

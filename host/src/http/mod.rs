@@ -142,6 +142,22 @@ fn with_etag(mut response: axum::response::Response, etag: &str) -> axum::respon
     response
 }
 
+/// The headers of a stored file served to a client. A file's bytes are the
+/// uploader's, so they are never rendered as a page of the API's origin:
+/// `nosniff` and a sandboxing CSP always, and `attachment` for types a
+/// browser would execute (HTML, SVG, XML, scripts).
+fn file_headers(content_type: &str, length: u64) -> [(header::HeaderName, String); 5] {
+    let essence = content_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    let active = ["html", "xml", "svg", "javascript", "ecmascript"].iter().any(|kind| essence.contains(kind));
+    [
+        (header::CONTENT_TYPE, content_type.to_string()),
+        (header::CONTENT_LENGTH, length.to_string()),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff".into()),
+        (header::CONTENT_SECURITY_POLICY, "sandbox".into()),
+        (header::CONTENT_DISPOSITION, if active { "attachment" } else { "inline" }.into()),
+    ]
+}
+
 /// Most bytes of a refused upload read and dropped after the error, so a
 /// client still sending can read the 4xx instead of a connection reset.
 const MAX_DRAIN_BYTES: usize = 4 << 20;

@@ -23,7 +23,7 @@ use super::error::ApiError;
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
 use crate::documents::Update;
-use crate::etag::Preconditions;
+use crate::etag::{EtagMatch, Preconditions};
 use crate::folders::engine::now_ms;
 use crate::publication::rules::{PublicRules, Rule, RulesDocument};
 use crate::publication::{Action, Publication, PublicationResource, PublicationStore, Status, parse_publication_url};
@@ -300,67 +300,163 @@ pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -
 }
 
 /// `POST /v1/ops/publication/delete`: the author withdraws (or an admin
-/// removes) a publication; a pending one loses its review copies.
+/// removes) a publication. Withdrawing a pending one is a compare-and-swap
+/// on its status, so it and an approval cannot both win; only then are its
+/// review copies removed.
 pub async fn delete(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<StatusCode, ApiError> {
     let request: UrlRequest = body(&bytes, "Can't delete publication")?;
     let (id, publication) = authorized(&state, &caller, &request.url).await?;
     let (bucket, _) = parse_publication_url(&request.url).expect("checked by authorized");
     let author = state.buckets().decode(&bucket)?;
-    store(&state).delete(&id, &author).await?;
-    if publication.status == Status::Pending {
-        remove_reviews_of(&state, &publication).await;
+    match store(&state).withdraw(&id, &author).await? {
+        Some(Status::Pending) => remove_reviews_of(&state, &publication).await,
+        Some(_) => {}
+        None => return Err(ApiError::not_found(&request.url)),
     }
     Ok(StatusCode::OK)
 }
 
-/// Moves a pending publication to `status`; exactly one decision wins.
-async fn decide(state: &AppState, caller: &Caller, bytes: &Bytes, status: Status) -> Result<Publication, ApiError> {
+/// The publication an admin decides on, while it is still pending.
+async fn pending_for_decision(
+    state: &AppState,
+    caller: &Caller,
+    request: &UrlRequest,
+) -> Result<(String, Publication), ApiError> {
     if !caller.is_admin {
         return Err(ApiError::new(StatusCode::FORBIDDEN, "Only admins may approve or reject publications"));
     }
-    let request: UrlRequest = body(bytes, "Can't decide publication")?;
-    let (id, _) = authorized(state, caller, &request.url).await?;
-    store(state).finalize(&id, status, request.comment).await?.ok_or_else(|| {
-        ApiError::new(StatusCode::NOT_FOUND, format!("Publication is already finalized: {}", request.url))
-    })
+    let (id, publication) = authorized(state, caller, &request.url).await?;
+    if publication.status != Status::Pending {
+        return Err(already_finalized(&request.url));
+    }
+    Ok((id, publication))
 }
 
-/// `POST /v1/ops/publication/approve` (admin)
+fn already_finalized(url: &str) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, format!("Publication is already finalized: {url}"))
+}
+
+/// Moves a pending publication to `status`; exactly one decision wins.
+async fn decide(state: &AppState, id: &str, request: &UrlRequest, status: Status) -> Result<Publication, ApiError> {
+    store(state).finalize(id, status, request.comment.clone()).await?.ok_or_else(|| already_finalized(&request.url))
+}
+
+/// `POST /v1/ops/publication/approve` (admin).
+///
+/// All or nothing, as clients see it: every copy review → `public` and the
+/// rules are applied first, then the status moves PENDING → APPROVED by
+/// compare-and-swap. If a copy fails (e.g. the target exists: 412) or another
+/// decision or a withdrawal wins the swap, what this request applied is
+/// undone and the publication stays as it was. DELETE actions and the
+/// removal of review copies come after the decision (deletes cannot be
+/// undone); they are idempotent.
 pub async fn approve(
     State(state): State<AppState>,
     caller: Caller,
     bytes: Bytes,
 ) -> Result<Json<Publication>, ApiError> {
-    let publication = decide(&state, &caller, &bytes, Status::Approved).await?;
-    let author = publication.author.clone();
-    for resource in &publication.resources {
-        let target = catalog::parse_link(&state, &resource.target_url)?;
-        match resource.action {
-            Action::Add => {
-                let review_url = resource.review_url.as_deref().unwrap_or_default();
-                let review = catalog::parse_link(&state, review_url)?;
-                catalog::copy(&state, &review, &target, author.clone()).await?;
-            }
-            Action::Delete => match catalog::delete(&state, &target, &Preconditions::default()).await {
-                Ok(()) => {}
-                Err(error) if error.status == StatusCode::NOT_FOUND => {}
-                Err(error) => return Err(error),
-            },
+    let request: UrlRequest = body(&bytes, "Can't decide publication")?;
+    let (id, publication) = pending_for_decision(&state, &caller, &request).await?;
+    let mut applied = Applied::default();
+    let decided = match apply_before_decision(&state, &publication, &mut applied).await {
+        Ok(()) => decide(&state, &id, &request, Status::Approved).await,
+        Err(error) => Err(error),
+    };
+    let publication = match decided {
+        Ok(publication) => publication,
+        Err(error) => {
+            applied.undo(&state).await;
+            return Err(error);
         }
+    };
+    for resource in publication.resources.iter().filter(|r| r.action == Action::Delete) {
+        let target = catalog::parse_link(&state, &resource.target_url)?;
+        match catalog::delete(&state, &target, &Preconditions::default()).await {
+            Ok(()) => {}
+            Err(error) if error.status == StatusCode::NOT_FOUND => {}
+            Err(error) => {
+                tracing::error!(url = resource.target_url, error = %error.message, "approved, but a DELETE action failed");
+                return Err(ApiError::new(
+                    error.status,
+                    format!(
+                        "The publication is approved, but deleting {} failed: {}",
+                        resource.target_url, error.message
+                    ),
+                ));
+            }
+        }
+    }
+    remove_reviews_of(&state, &publication).await;
+    Ok(Json(publication))
+}
+
+/// What an approval applied before its decision, so it can be undone.
+#[derive(Default)]
+struct Applied {
+    /// Targets this request created, with the etag it created them with.
+    copies: Vec<(Link, String)>,
+    /// The rules the target folder had before (`None`: it had none).
+    rules: Option<(String, Option<Vec<Rule>>, Vec<Rule>)>,
+}
+
+impl Applied {
+    /// Best effort, each step conditional on still being what this request
+    /// wrote: a target changed since is left alone, as are rules changed since.
+    async fn undo(self, state: &AppState) {
+        for (target, etag) in self.copies.iter().rev() {
+            let conditions = Preconditions { if_match: Some(EtagMatch::Tags(vec![etag.clone()])), if_none_match: None };
+            if let Err(error) = catalog::delete(state, target, &conditions).await {
+                tracing::warn!(url = %target.key(), error = %error.message, "could not undo a publication copy");
+            }
+        }
+        if let Some((folder, previous, ours)) = self.rules {
+            let restored = state
+                .documents()
+                .update(&PublicRules::path(), |all: &mut RulesDocument| {
+                    if all.get(&folder) != Some(&ours) {
+                        return Ok::<_, ApiError>(Update::Unchanged(()));
+                    }
+                    match &previous {
+                        Some(rules) => all.insert(folder.clone(), rules.clone()),
+                        None => all.remove(&folder),
+                    };
+                    Ok(Update::Changed(()))
+                })
+                .await;
+            if let Err(error) = restored {
+                tracing::warn!(folder, error = %error.message, "could not undo publication rules");
+            }
+        }
+    }
+}
+
+/// Copies every ADD from review to its target (create-only) and stores the
+/// rules, recording each step in `applied`.
+async fn apply_before_decision(
+    state: &AppState,
+    publication: &Publication,
+    applied: &mut Applied,
+) -> Result<(), ApiError> {
+    let author = publication.author.clone();
+    for resource in publication.resources.iter().filter(|r| r.action == Action::Add) {
+        let target = catalog::parse_link(state, &resource.target_url)?;
+        let review_url = resource.review_url.as_deref().unwrap_or_default();
+        let review = catalog::parse_link(state, review_url)?;
+        let etag = catalog::copy(state, &review, &target, author.clone()).await?;
+        applied.copies.push((target, etag));
     }
     if !publication.rules.is_empty() {
         let folder = publication.target_folder.clone();
         let rules = publication.rules.clone();
-        state
+        let previous = state
             .documents()
             .update(&PublicRules::path(), |all: &mut RulesDocument| {
-                all.insert(folder.clone(), rules.clone());
-                Ok::<_, ApiError>(Update::Changed(()))
+                Ok::<_, ApiError>(Update::Changed(all.insert(folder.clone(), rules.clone())))
             })
             .await?;
+        applied.rules = Some((folder, previous, rules));
     }
-    remove_reviews_of(&state, &publication).await;
-    Ok(Json(publication))
+    Ok(())
 }
 
 /// `POST /v1/ops/publication/reject` (admin): `{"url", "comment"}`.
@@ -369,7 +465,9 @@ pub async fn reject(
     caller: Caller,
     bytes: Bytes,
 ) -> Result<Json<Publication>, ApiError> {
-    let publication = decide(&state, &caller, &bytes, Status::Rejected).await?;
+    let request: UrlRequest = body(&bytes, "Can't decide publication")?;
+    let (id, _) = pending_for_decision(&state, &caller, &request).await?;
+    let publication = decide(&state, &id, &request, Status::Rejected).await?;
     remove_reviews_of(&state, &publication).await;
     Ok(Json(publication))
 }

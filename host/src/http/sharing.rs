@@ -59,13 +59,14 @@ fn permissions(requested: Option<&Vec<String>>, default_read: bool) -> Result<Op
     Ok(Some(set))
 }
 
-/// A link the caller owns, named in a sharing request.
-fn own_link(state: &AppState, caller: &Caller, raw: &str, message: &str) -> Result<Link, ApiError> {
+/// A link the caller owns, named in a sharing request, in the form grants
+/// are keyed by.
+async fn own_link(state: &AppState, caller: &Caller, raw: &str, message: &str) -> Result<Link, ApiError> {
     let link = catalog::parse_link(state, raw)?;
     if link.location != caller.bucket_location() {
         return Err(ApiError::bad_request(message.replace("{url}", raw)));
     }
-    Ok(link)
+    catalog::canonical(state, link).await
 }
 
 /// `POST /v1/ops/resource/share/create`
@@ -77,7 +78,7 @@ pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes)
     let mut seen = BTreeSet::new();
     let mut resources = Vec::new();
     for resource in &request.resources {
-        let link = own_link(&state, &caller, &resource.url, "Resource {url} does not belong to the user")?;
+        let link = own_link(&state, &caller, &resource.url, "Resource {url} does not belong to the user").await?;
         if !seen.insert(link.key()) {
             return Err(ApiError::bad_request(format!("Duplicated resource: {}", resource.url)));
         }
@@ -194,7 +195,7 @@ pub async fn discard(State(state): State<AppState>, caller: Caller, bytes: Bytes
     let request: UrlsRequest = body(&bytes, "Can't discard shared resources")?;
     let mut resources = Vec::new();
     for resource in &request.resources {
-        let link = catalog::parse_link(&state, &resource.url)?;
+        let link = catalog::canonical(&state, catalog::parse_link(&state, &resource.url)?).await?;
         resources.push((link.location.clone(), link.key()));
     }
     state.access().sharing().discard(&caller.bucket_location(), &resources).await?;
@@ -209,8 +210,8 @@ pub async fn revoke(State(state): State<AppState>, caller: Caller, bytes: Bytes)
     }
     let mut resources = Vec::new();
     for resource in &request.resources {
-        let link =
-            own_link(&state, &caller, &resource.url, "You are only allowed to revoke access from own resources")?;
+        let message = "You are only allowed to revoke access from own resources";
+        let link = own_link(&state, &caller, &resource.url, message).await?;
         resources.push((link.key(), permissions(resource.permissions.as_ref(), false)?));
     }
     state.access().sharing().revoke(&caller.bucket_location(), &resources).await?;
@@ -229,8 +230,8 @@ struct CopyRequest {
 pub async fn copy(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<StatusCode, ApiError> {
     let request: CopyRequest = body(&bytes, "Can't copy shared access")?;
     let message = "Resource {url} does not belong to the user";
-    let source = own_link(&state, &caller, &request.source_url, message)?;
-    let destination = own_link(&state, &caller, &request.destination_url, message)?;
+    let source = own_link(&state, &caller, &request.source_url, message).await?;
+    let destination = own_link(&state, &caller, &request.destination_url, message).await?;
     for link in [&source, &destination] {
         if !catalog::exists(&state, link).await? {
             return Err(ApiError::not_found(&link.key()));

@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 
 use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
-use super::{AppState, bad_multipart, drain_multipart, raw_path, with_etag};
+use super::{AppState, bad_multipart, drain_multipart, file_headers, raw_path, with_etag};
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
 use crate::blobs::listing::{folder_json, item_json};
@@ -69,10 +69,7 @@ async fn get_item(
         Download::NotModified(meta) => Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &meta.etag)),
         Download::Content { meta, body } => {
             let response = (
-                [
-                    (header::CONTENT_TYPE, meta.content_type.clone()),
-                    (header::CONTENT_LENGTH, meta.content_length.to_string()),
-                ],
+                file_headers(&meta.content_type, meta.content_length),
                 Body::from_stream(body.map(|chunk| chunk.map_err(std::io::Error::other))),
             )
                 .into_response();
@@ -156,10 +153,10 @@ pub async fn metadata(
     let (limit, recursive) = list_parameters(&query)?;
     let (body, etag) = if target.url.is_folder() {
         let token = query.get("token").map(String::as_str).filter(|t| !t.is_empty());
-        let mut listing = state.blobs().list(&target, recursive, token, limit).await?;
         // In `public`, a non-admin sees only what the folder rules admit.
         let filter = state.access().listing_filter(&caller, &target.location).await?;
-        listing.items.retain(|item| filter.shows(&caller, item.url()));
+        let shows = |url: &ResourceUrl| filter.shows(&caller, url);
+        let listing = state.blobs().list(&target, recursive, token, limit, &shows).await?;
         (folder_json(&target.url, target.group(), &listing), None)
     } else {
         let meta = state.blobs().metadata(&target).await?;

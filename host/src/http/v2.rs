@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
-use super::{AppState, bad_multipart, drain_multipart, raw_path, with_etag};
+use super::{AppState, bad_multipart, drain_multipart, file_headers, raw_path, with_etag};
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
 use crate::etag::Preconditions;
@@ -51,12 +51,13 @@ async fn resolve(
     let url = ResourceUrl::parse(resource_raw, intent)?;
     let handler = state.handlers().get(url.group()).ok_or_else(|| ApiError::not_found(&format!("/v2/{raw}")))?;
     let location = state.buckets().decode(url.bucket())?;
-    state.access().check(caller, Resource { url: &url, location: &location }, permission).await?;
+    let node = Node::new(url, location)?;
+    let checked = state.folders().access_url(&node).await?;
+    state.access().check(caller, Resource { url: &checked, location: &node.location }, permission).await?;
     let file = match file_raw {
         Some(raw_file) => Some(decode_file_path(raw_file)?),
         None => None,
     };
-    let node = Node::new(url, location)?;
     Ok(Target { node, handler, file })
 }
 
@@ -122,9 +123,8 @@ pub async fn get(
                 return Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &record.etag));
             }
             let stream = engine.store().get(&object).await.map_err(crate::folders::FolderError::from)?.into_stream();
-            let content_type = content_type_of(&file);
             let response = (
-                [(header::CONTENT_TYPE, content_type.to_string()), (header::CONTENT_LENGTH, record.size.to_string())],
+                file_headers(content_type_of(&file), record.size),
                 Body::from_stream(stream.map(|chunk| chunk.map_err(std::io::Error::other))),
             )
                 .into_response();
@@ -280,11 +280,12 @@ pub async fn metadata(
         Some(token) => Some(decode_token(token)?),
         None => None,
     };
-    let listing = engine.list(&folder, recursive, token.as_deref(), limit).await?;
+    // In `public`, a non-admin sees only what the folder rules admit.
     let filter = state.access().listing_filter(&caller, &folder.location).await?;
-    let shown = listing.items.iter().filter(|item| filter.shows(&caller, item.url()));
+    let shows = |url: &ResourceUrl| filter.shows(&caller, url);
+    let listing = engine.list(&folder, recursive, token.as_deref(), limit, &shows).await?;
     let mut node = folder_json(&folder.url, None);
-    node["items"] = json!(shown.map(node_json).collect::<Vec<_>>());
+    node["items"] = json!(listing.items.iter().map(node_json).collect::<Vec<_>>());
     if let Some(token) = listing.next_token {
         node["nextToken"] = json!(bs58::encode(token.as_bytes()).into_string());
     }

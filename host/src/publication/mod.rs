@@ -24,6 +24,9 @@ pub enum Status {
     Pending,
     Approved,
     Rejected,
+    /// The author withdrew it while pending; the record is removed right
+    /// after this state is written (it only shows if that removal failed).
+    Withdrawn,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,8 +143,32 @@ impl PublicationStore {
         Ok(decided)
     }
 
+    /// Withdraws a publication: a pending one moves to `Withdrawn` by
+    /// compare-and-swap first, so a decision and a withdrawal cannot both
+    /// win; then the record and its index entries go. Returns the status it
+    /// had, `None` when it was already gone.
+    pub async fn withdraw(&self, id: &str, author: &BucketLocation) -> Result<Option<Status>, DocumentError> {
+        let before = self
+            .documents
+            .update(&Self::item(id), |publication: &mut Option<Publication>| {
+                Ok::<_, DocumentError>(match publication {
+                    Some(p) if p.status == Status::Pending => {
+                        p.status = Status::Withdrawn;
+                        Update::Changed(Some(Status::Pending))
+                    }
+                    Some(p) => Update::Unchanged(Some(p.status)),
+                    None => Update::Unchanged(None),
+                })
+            })
+            .await?;
+        if before.is_some() {
+            self.delete(id, author).await?;
+        }
+        Ok(before)
+    }
+
     /// Forgets a publication entirely.
-    pub async fn delete(&self, id: &str, author: &BucketLocation) -> Result<(), DocumentError> {
+    async fn delete(&self, id: &str, author: &BucketLocation) -> Result<(), DocumentError> {
         self.index(&Self::pending_index(), id, false).await?;
         self.index(&Self::author_index(author), id, false).await?;
         self.documents.delete(&Self::item(id)).await

@@ -35,7 +35,23 @@ pub struct Rule {
     pub source: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<String>,
+    /// REGEX targets, compiled on first use: a listing checks one rule
+    /// against many items.
+    #[serde(skip)]
+    compiled: CompiledTargets,
 }
+
+/// The compiled patterns of a REGEX rule; not part of the rule's identity.
+#[derive(Debug, Clone, Default)]
+struct CompiledTargets(std::sync::OnceLock<Vec<Regex>>);
+
+impl PartialEq for CompiledTargets {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for CompiledTargets {}
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RuleError {
@@ -50,6 +66,10 @@ pub enum RuleError {
 }
 
 impl Rule {
+    pub fn new(function: RuleFunction, source: impl Into<String>, targets: Vec<String>) -> Self {
+        Self { function, source: source.into(), targets, compiled: CompiledTargets::default() }
+    }
+
     /// Checks a rule as submitted with a publication.
     pub fn check(&self) -> Result<(), RuleError> {
         if self.source.trim().is_empty() {
@@ -83,7 +103,9 @@ impl Rule {
                 self.targets.iter().any(|t| v.contains(&t.to_lowercase()))
             }),
             RuleFunction::Regex => {
-                self.targets.iter().filter_map(|t| full_match(t).ok()).any(|re| values.iter().any(|v| re.is_match(v)))
+                let patterns =
+                    self.compiled.0.get_or_init(|| self.targets.iter().filter_map(|t| full_match(t).ok()).collect());
+                patterns.iter().any(|re| values.iter().any(|v| re.is_match(v)))
             }
             RuleFunction::True | RuleFunction::False => unreachable!("handled above"),
         }
@@ -94,13 +116,14 @@ fn full_match(pattern: &str) -> Result<Regex, regex::Error> {
     Regex::new(&format!("^(?:{pattern})$"))
 }
 
-/// The caller's values for a rule source; `None` when the caller has no
-/// token claims (API-key callers never match a claim-based rule).
+/// The caller's values for a rule source. `roles` are every caller's (API
+/// keys have roles too); any other source is a token claim, which API-key
+/// callers do not have, so they never match a claim-based rule.
 fn source_values(caller: &Caller, source: &str) -> Option<Vec<String>> {
-    let claims = caller.claims.as_ref()?;
     if source == "roles" {
         return Some(caller.roles.clone());
     }
+    let claims = caller.claims.as_ref()?;
     Some(match claims.get(source)? {
         Value::String(s) => vec![s.clone()],
         Value::Array(items) => items.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
@@ -193,7 +216,7 @@ mod tests {
     }
 
     fn rule(function: RuleFunction, source: &str, targets: &[&str]) -> Rule {
-        Rule { function, source: source.into(), targets: targets.iter().map(|t| t.to_string()).collect() }
+        Rule::new(function, source, targets.iter().map(|t| t.to_string()).collect())
     }
 
     #[test]
@@ -210,7 +233,8 @@ mod tests {
         assert!(!rule(RuleFunction::Equal, "missing", &["x"]).matches(&alice));
 
         let key_caller = Caller { claims: None, ..alice.clone() };
-        assert!(!rule(RuleFunction::Equal, "roles", &["team-a"]).matches(&key_caller));
+        assert!(rule(RuleFunction::Equal, "roles", &["team-a"]).matches(&key_caller), "API keys have roles");
+        assert!(!rule(RuleFunction::Contain, "email", &["@corp.com"]).matches(&key_caller), "but no claims");
     }
 
     #[test]
