@@ -251,11 +251,11 @@ impl<S: ObjectStore> ObjectStore for SerializedUpdates<S> {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
+        self.inner.get_opts(location, options).await.map_err(|error| not_a_directory_is_not_found(location, error))
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> object_store::Result<Vec<Bytes>> {
-        self.inner.get_ranges(location, ranges).await
+        self.inner.get_ranges(location, ranges).await.map_err(|error| not_a_directory_is_not_found(location, error))
     }
 
     fn delete_stream(
@@ -288,6 +288,21 @@ impl<S: ObjectStore> ObjectStore for SerializedUpdates<S> {
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> object_store::Result<()> {
         self.rename_serialized(from, to, options).await
     }
+}
+
+/// On a directory tree, reading `a/b` where `a` is a file fails with "not a
+/// directory"; in object-store terms `a/b` simply does not exist.
+fn not_a_directory_is_not_found(location: &Path, error: object_store::Error) -> object_store::Error {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+    while let Some(current) = source {
+        if let Some(io) = current.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::NotADirectory
+        {
+            return object_store::Error::NotFound { path: location.to_string(), source: Box::new(error) };
+        }
+        source = current.source();
+    }
+    error
 }
 
 /// One async mutex per path, created on first use and forgotten once nobody holds or awaits it.

@@ -293,6 +293,26 @@ async fn redis_guard_reports_loss_when_key_is_deleted() {
     assert_eq!(deleted, 1);
     timeout(PATIENCE, guard.lost()).await.expect("the guard never noticed its key was deleted");
     assert!(guard.is_lost());
+    assert!(matches!(guard.ensure_held(), Err(LockError::Lost { .. })), "a lost lease is not relied on");
+}
+
+/// `ensure_held` trusts a lease only while renewal keeps it well ahead of
+/// its expiry: when Redis stops answering, the holder stops trusting it
+/// before the key can expire on the server.
+#[tokio::test]
+async fn redis_guard_is_not_trusted_once_renewal_stops_answering() {
+    let server = redis_server_or_skip!();
+    let locks = redis_locks(&server, 900, 5_000).await;
+    let guard = locks.acquire("bucket:paused").await.unwrap();
+    assert!(guard.ensure_held().is_ok());
+    // Redis stops answering (a paused server); renewals get no reply.
+    let mut raw = server.connection().await;
+    let _: () = redis::cmd("CLIENT").arg("PAUSE").arg(2_000).arg("ALL").query_async(&mut raw).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(
+        matches!(guard.ensure_held(), Err(LockError::Lost { .. })),
+        "a lease that may have expired is not relied on"
+    );
 }
 
 // ---------------------------------------------------------------------------

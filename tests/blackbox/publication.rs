@@ -7,6 +7,8 @@ use serde_json::{Value, json};
 use crate::support::{Client, JwtUser as User, Reply, Server, Setup};
 
 const HS_SECRET: &str = "publication-secret";
+/// A project key holding the `team-a` role (keys have roles, not claims).
+const TEAM_KEY: &str = "team-a-key";
 
 struct Fixture {
     _setup: Setup,
@@ -22,7 +24,8 @@ impl Fixture {
     async fn start() -> Self {
         let setup = Setup::new();
         let config = setup.config(&format!(
-            "[encryption]\nsecret = \"s\"\n[identity]\nhs256_secret = \"{HS_SECRET}\"\nroles_claim = \"roles\"\n"
+            "[encryption]\nsecret = \"s\"\n[identity]\nhs256_secret = \"{HS_SECRET}\"\nroles_claim = \"roles\"\n\
+             [keys.{TEAM_KEY}]\nproject = \"team-tool\"\nroles = [\"team-a\"]\n"
         ));
         let server = setup.start(Some(&config), &[]);
         let client = server.client();
@@ -131,6 +134,10 @@ async fn a_published_skill_is_readable_by_those_the_rules_admit() {
     assert_eq!(f.get(&f.admin, "/v2/skills/public/tools/pdf").await.status, 200);
     assert_eq!(f.get(&f.outsider, "/v2/skills/public/tools/pdf").await.status, 403);
     assert_eq!(f.get(&f.outsider, "/v2/skills/public/tools/pdf/files/SKILL.md").await.status, 403);
+    // Roles rules apply to every caller: an API key with the role reads too.
+    let key = [("Api-Key", TEAM_KEY)];
+    assert_eq!(f.client.get("/v2/skills/public/tools/pdf", &key).await.status, 200);
+    assert_eq!(f.client.get("/v2/metadata/skills/public/tools/", &key).await.status, 200);
     let metadata = f.get(&f.teammate, "/v2/metadata/skills/public/tools/pdf").await;
     assert_eq!(metadata.status, 200);
     assert_eq!(metadata.json()["metadata"]["name"], "pdf");
@@ -298,4 +305,100 @@ async fn rules_apply_to_folders_named_with_escapes() {
     assert_eq!(f.get(&f.teammate, "/v2/skills/public/my%20team/pdf").await.status, 403, "FALSE admits nobody");
     let rules = f.post(&f.admin, "rule/list", json!({"url": "public/my team/"})).await.json();
     assert_eq!(rules["rules"]["public/my%20team/"][0]["function"], "FALSE");
+}
+
+/// Approve is all or nothing: when one copy cannot be made (its target
+/// exists), the copies already made are undone, the rules are not stored,
+/// and the publication stays pending — ready to be approved again once the
+/// obstacle is gone, or withdrawn (which removes its review copies).
+#[tokio::test]
+async fn an_approve_that_cannot_finish_changes_nothing() {
+    let f = Fixture::start().await;
+    let a = &f.alice.bucket;
+    f.put_skill(&f.alice, "pdf", "pdf").await;
+    f.put_skill(&f.alice, "csv", "csv").await;
+    let resources = json!([
+        {"action": "ADD", "sourceUrl": format!("skills/{a}/pdf"), "targetUrl": "skills/public/tools/pdf"},
+        {"action": "ADD", "sourceUrl": format!("skills/{a}/csv"), "targetUrl": "skills/public/tools/csv"},
+    ]);
+    let rules = json!([{"function": "EQUAL", "source": "roles", "targets": ["team-a"]}]);
+    let created = f.publish(&f.alice, resources, rules).await.json();
+    let url = created["url"].as_str().unwrap().to_string();
+
+    // The second target appears meanwhile (admins write public directly).
+    let skill_md = "---\nname: csv\ndescription: The admin's own.\n---\n";
+    let files: [(&str, &[u8]); 1] = [("SKILL.md", skill_md.as_bytes())];
+    let theirs = f.client.put_files("/v2/skills/public/tools/csv", &f.admin.auth(), &files).await;
+    assert_eq!(theirs.status, 200, "{}", theirs.body);
+
+    let approve = f.post(&f.admin, "approve", json!({"url": url})).await;
+    assert_eq!(approve.status, 412, "{}", approve.body);
+    assert_eq!(f.post(&f.admin, "get", json!({"url": url})).await.json()["status"], "PENDING");
+    assert_eq!(f.get(&f.admin, "/v2/skills/public/tools/pdf").await.status, 404, "the first copy is undone");
+    assert_eq!(f.get(&f.admin, "/v2/skills/public/tools/csv").await.etag(), theirs.etag(), "theirs is untouched");
+    let listed = f.post(&f.admin, "rule/list", json!({"url": "public/tools/"})).await.json();
+    assert!(listed["rules"].get("public/tools/").is_none(), "no rules stored: {listed}");
+    assert_eq!(f.get(&f.outsider, "/v2/metadata/skills/public/tools/").await.status, 200, "no rule hides it yet");
+
+    // Once the obstacle is gone the same publication approves whole.
+    assert_eq!(f.client.delete("/v2/skills/public/tools/csv", &f.admin.auth()).await.status, 200);
+    let approve = f.post(&f.admin, "approve", json!({"url": url})).await;
+    assert_eq!(approve.status, 200, "{}", approve.body);
+    assert_eq!(f.get(&f.teammate, "/v2/skills/public/tools/pdf").await.status, 200);
+    assert_eq!(f.get(&f.teammate, "/v2/skills/public/tools/csv").await.status, 200);
+    assert_eq!(f.get(&f.outsider, "/v2/skills/public/tools/csv").await.status, 403, "the rules now apply");
+
+    // A failed approve followed by a withdrawal leaves no review copy behind.
+    f.put_skill(&f.alice, "tsv", "tsv").await;
+    let resources =
+        json!([{"action": "ADD", "sourceUrl": format!("skills/{a}/tsv"), "targetUrl": "skills/public/misc/tsv"}]);
+    let body = json!({"targetFolder": "public/misc/", "resources": resources});
+    let created = f.post(&f.alice, "create", body).await.json();
+    let url = created["url"].as_str().unwrap().to_string();
+    let review = created["resources"][0]["reviewUrl"].as_str().unwrap().to_string();
+    let files: [(&str, &[u8]); 1] = [("SKILL.md", b"---\nname: tsv\ndescription: x\n---\n")];
+    assert_eq!(f.client.put_files("/v2/skills/public/misc/tsv", &f.admin.auth(), &files).await.status, 200);
+    assert_eq!(f.post(&f.admin, "approve", json!({"url": url})).await.status, 412);
+    assert_eq!(f.post(&f.alice, "delete", json!({"url": url})).await.status, 200);
+    assert_eq!(f.get(&f.alice, &format!("/v2/{review}")).await.status, 404, "withdrawn: the review copy is gone");
+    assert_eq!(f.post(&f.admin, "approve", json!({"url": url})).await.status, 404);
+}
+
+/// A page of a public listing never ends on, and its token never names,
+/// something the rules hide from the caller (v2 and v1, flat and recursive).
+#[tokio::test]
+async fn listing_tokens_never_name_hidden_items() {
+    let f = Fixture::start().await;
+    let a = &f.alice.bucket;
+    f.put_skill(&f.alice, "plan", "plan").await;
+    f.put_skill(&f.alice, "tool", "tool").await;
+    let prompt = |name: &str| format!("/v1/prompts/{a}/{name}");
+    for name in ["plan", "tool"] {
+        assert_eq!(f.client.put_body(&prompt(name), &f.alice.auth(), b"{}").await.status, 200);
+    }
+    let hr_only = json!([{"function": "EQUAL", "source": "roles", "targets": ["hr"]}]);
+    for (folder, name, rules) in [("a-secret", "plan", hr_only), ("z-open", "tool", json!([]))] {
+        let resources = json!([
+            {"action": "ADD", "sourceUrl": format!("skills/{a}/{name}"), "targetUrl": format!("skills/public/{folder}/{name}")},
+            {"action": "ADD", "sourceUrl": format!("prompts/{a}/{name}"), "targetUrl": format!("prompts/public/{folder}/{name}")},
+        ]);
+        let body = json!({"targetFolder": format!("public/{folder}/"), "resources": resources, "rules": rules});
+        let created = f.post(&f.alice, "create", body).await;
+        assert_eq!(created.status, 200, "{}", created.body);
+        let url = created.json()["url"].as_str().unwrap().to_string();
+        assert_eq!(f.post(&f.admin, "approve", json!({"url": url})).await.status, 200);
+    }
+    for listing in [
+        "/v2/metadata/skills/public/?limit=1",
+        "/v2/metadata/skills/public/?limit=1&recursive=true",
+        "/v1/metadata/prompts/public/?limit=1",
+        "/v1/metadata/prompts/public/?limit=1&recursive=true",
+    ] {
+        let page = f.get(&f.outsider, listing).await;
+        assert_eq!(page.status, 200, "{listing}: {}", page.body);
+        let page = page.json();
+        assert!(page.get("nextToken").is_none(), "{listing}: a token past the visible items: {page}");
+        let shown = serde_json::to_string(&page["items"]).unwrap();
+        assert!(shown.contains("z-open") && !shown.contains("a-secret"), "{listing}: {page}");
+    }
 }

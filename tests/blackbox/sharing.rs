@@ -264,3 +264,92 @@ async fn v1_items_and_folders_are_shared_too() {
     assert_eq!(f.client.put_body(&item, &headers, b"[2]").await.status, 200);
     assert_eq!(f.get(&f.carol, &item).await.status, 403, "re-creating does not restore the share");
 }
+
+impl Fixture {
+    /// Shares `urls` with the given permissions and returns the invitation id.
+    async fn share_with(&self, owner: &User, urls: &[&str], permissions: &[&str]) -> String {
+        let resources: Vec<Value> = urls.iter().map(|u| json!({"url": u, "permissions": permissions})).collect();
+        let reply = self.post(owner, "/v1/ops/resource/share/create", json!({"resources": resources})).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let link = reply.json()["invitationLink"].as_str().unwrap().to_string();
+        link.strip_prefix("/v1/invitations/").unwrap().to_string()
+    }
+
+    async fn put_prompt(&self, user: &User, path: &str) {
+        let url = format!("/v1/prompts/{}/{path}", user.bucket);
+        let reply = self.client.put_body(&url, &user.auth(), br#"{"content": "hi"}"#).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+}
+
+/// A folder grant covers what is under the folder, an item grant the item
+/// only: an item and a folder of the same name stay apart, for reading,
+/// listing, writing and deleting, and deleting one does not end the other's
+/// shares. (On a memory store, as on S3, an item and a folder may share a
+/// name at the same time.)
+#[tokio::test]
+async fn a_folder_grant_and_an_item_of_the_same_name_stay_apart() {
+    let f = Fixture::start("[storage]\nurl = \"memory://\"\n").await;
+    let a = &f.alice.bucket;
+    f.put_prompt(&f.alice, "reports/q1").await;
+    f.put_prompt(&f.alice, "reports").await; // an item beside the folder
+    f.put_prompt(&f.alice, "doc").await;
+    f.put_prompt(&f.alice, "doc/inner").await;
+    let urls = [format!("prompts/{a}/reports/"), format!("prompts/{a}/doc")];
+    let id = f.share_with(&f.alice, &[&urls[0], &urls[1]], &["READ", "WRITE"]).await;
+    assert_eq!(f.accept(&f.bob, &id).await.status, 200);
+
+    assert_eq!(f.get(&f.bob, &format!("/v1/prompts/{a}/reports/q1")).await.status, 200);
+    assert_eq!(f.get(&f.bob, &format!("/v1/metadata/prompts/{a}/reports/")).await.status, 200);
+    assert_eq!(f.get(&f.bob, &format!("/v1/prompts/{a}/reports")).await.status, 403, "the item beside the folder");
+    assert_eq!(f.client.delete(&format!("/v1/prompts/{a}/reports"), &f.bob.auth()).await.status, 403);
+    assert_eq!(f.get(&f.bob, &format!("/v1/prompts/{a}/doc")).await.status, 200);
+    let folder = f.get(&f.bob, &format!("/v1/metadata/prompts/{a}/doc/")).await;
+    assert_eq!(folder.status, 403, "the folder beside the item");
+    assert_eq!(f.get(&f.bob, &format!("/v1/prompts/{a}/doc/inner")).await.status, 403);
+
+    // Deleting the item `reports` leaves the grant on the folder `reports/`.
+    assert_eq!(f.client.delete(&format!("/v1/prompts/{a}/reports"), &f.alice.auth()).await.status, 200);
+    assert_eq!(f.get(&f.bob, &format!("/v1/prompts/{a}/reports/q1")).await.status, 200);
+}
+
+/// The same on the local store, where a folder and an item cannot exist at
+/// once: a folder grant outlives the folder's last item, and must not cover
+/// an item created later under the folder's name.
+#[tokio::test]
+async fn a_folder_grant_does_not_cover_an_item_that_later_takes_its_name() {
+    let f = Fixture::start("").await;
+    let a = &f.alice.bucket;
+    f.put_prompt(&f.alice, "reports/q1").await;
+    let id = f.share_with(&f.alice, &[&format!("prompts/{a}/reports/")], &["READ", "WRITE"]).await;
+    assert_eq!(f.accept(&f.bob, &id).await.status, 200);
+    assert_eq!(f.client.delete(&format!("/v1/prompts/{a}/reports/q1"), &f.alice.auth()).await.status, 200);
+    f.put_prompt(&f.alice, "reports").await;
+    assert_eq!(f.get(&f.bob, &format!("/v1/prompts/{a}/reports")).await.status, 403);
+    assert_eq!(f.client.delete(&format!("/v1/prompts/{a}/reports"), &f.bob.auth()).await.status, 403);
+}
+
+/// A skill shared by the URL listings give it (`…/pdf/`) is shared as the
+/// resource: the grantee reads its ZIP, files and metadata, and nothing else.
+#[tokio::test]
+async fn a_skill_shared_by_its_listing_url_is_shared_as_one_item() {
+    let f = Fixture::start("").await;
+    let a = &f.alice.bucket;
+    f.put_skill(&f.alice, "team/pdf", "pdf").await;
+    f.put_skill(&f.alice, "team/pdf-extra", "pdf-extra").await;
+    let id = f.share(&f.alice, &[&format!("skills/{a}/team/pdf/")]).await;
+    assert_eq!(f.accept(&f.bob, &id).await.status, 200);
+    for path in [
+        format!("/v2/skills/{a}/team/pdf"),
+        format!("/v2/skills/{a}/team/pdf/files/scripts/run.py"),
+        format!("/v2/metadata/skills/{a}/team/pdf/"),
+        format!("/v2/metadata/skills/{a}/team/pdf"),
+    ] {
+        assert_eq!(f.get(&f.bob, &path).await.status, 200, "{path}");
+    }
+    for path in [format!("/v2/skills/{a}/team/pdf-extra"), format!("/v2/metadata/skills/{a}/team/")] {
+        assert_eq!(f.get(&f.bob, &path).await.status, 403, "{path}");
+    }
+    let shared = f.post(&f.bob, "/v1/ops/resource/share/list", json!({"with": "me"})).await.json();
+    assert_eq!(shared["resources"].as_array().unwrap().len(), 1, "{shared}");
+}

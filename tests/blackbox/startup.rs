@@ -140,3 +140,22 @@ async fn responses_carry_cors_headers_and_plain_text_errors() {
     assert!(reply.headers["content-type"].to_str().unwrap().starts_with("text/plain"));
     assert_eq!(reply.body, "At least API-KEY or Authorization header must be provided");
 }
+
+/// The generated secrets (admin key, bucket-id secret) are owner-only, and a
+/// file found readable by others is tightened at start.
+#[cfg(unix)]
+#[tokio::test]
+async fn generated_secrets_are_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let setup = Setup::new();
+    let server = setup.start(None, &[]);
+    let generated = server.data_dir.join("generated.toml");
+    let mode = |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&generated), 0o600);
+    assert_eq!(mode(&server.data_dir), 0o700);
+    drop(server);
+
+    std::fs::set_permissions(&generated, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let _server = setup.start(None, &[]);
+    assert_eq!(mode(&generated), 0o600);
+}

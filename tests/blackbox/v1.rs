@@ -448,3 +448,61 @@ async fn other_users_folders_and_bad_urls_are_refused() {
     let unauthenticated = send(f.http.get(format!("{}{}", f.server.url, f.url("files", "private.txt")))).await;
     assert_eq!(unauthenticated.status, 401);
 }
+
+/// On the local store an item cannot hold another item (a file is not a
+/// directory): 409 naming the item in the way, as for a folder in the way —
+/// never a 500 — on every v1 group and for large (multipart) files too.
+#[tokio::test]
+async fn an_item_below_an_item_is_a_conflict_not_a_server_error() {
+    let f = Fixture::start().await;
+    let prompt = f.put_body(&f.url("prompts", "a"), &[], r#"{"content": "x"}"#).await;
+    assert_eq!(prompt.status, 200, "{}", prompt.body);
+    let below = f.put_body(&f.url("prompts", "a/child"), &[], r#"{"content": "y"}"#).await;
+    assert_eq!(below.status, 409, "{}", below.body);
+    assert!(below.body.contains(&f.resource("prompts", "a")), "{}", below.body);
+    let deeper = f.put_body(&f.url("prompts", "a/b/c"), &[], r#"{"content": "y"}"#).await;
+    assert_eq!(deeper.status, 409, "{}", deeper.body);
+
+    f.put_text_file("notes.txt", "x").await;
+    let small = f.put_file(&f.url("files", "notes.txt/inner.txt"), &[], b"y".to_vec(), None).await;
+    assert_eq!(small.status, 409, "{}", small.body);
+    let large = f.put_file(&f.url("files", "notes.txt/big.bin"), &[], vec![7; 9 << 20], None).await;
+    assert_eq!(large.status, 409, "{}", large.body);
+    assert_eq!(f.get(&f.url("prompts", "a"), &[]).await.status, 200, "the item in the way is untouched");
+}
+
+/// An `If-Match` that is not ASCII still is a condition: it matches no etag,
+/// so the write is refused instead of going ahead unconditionally.
+#[tokio::test]
+async fn a_non_ascii_if_match_fails_the_precondition() {
+    let f = Fixture::start().await;
+    let url = f.url("prompts", "p");
+    let put = f.put_body(&url, &[], r#"{"v": 1}"#).await;
+    assert_eq!(put.status, 200);
+    let value = reqwest::header::HeaderValue::from_bytes(b"\"caf\xe9\"").unwrap();
+    let request = f.request(reqwest::Method::PUT, &url, &[("Api-Key", OWNER)]).header("If-Match", value.clone());
+    let reply = send(request.body(r#"{"v": 2}"#)).await;
+    assert_eq!(reply.status, 412, "{}", reply.body);
+    let delete = send(f.request(reqwest::Method::DELETE, &url, &[("Api-Key", OWNER)]).header("If-Match", value)).await;
+    assert_eq!(delete.status, 412, "{}", delete.body);
+    assert_eq!(f.get(&url, &[]).await.body, r#"{"v": 1}"#);
+}
+
+/// Uploaded bytes are never rendered as a page of the API's origin: every
+/// file is `nosniff` and sandboxed, and active types (HTML, SVG) download.
+#[tokio::test]
+async fn served_files_are_never_rendered_as_pages() {
+    let f = Fixture::start().await;
+    for (name, content_type, active) in
+        [("page.html", "text/html", true), ("logo.svg", "image/svg+xml", true), ("notes.txt", "text/plain", false)]
+    {
+        let url = f.url("files", name);
+        let put = f.put_file(&url, &[], b"<script>alert(1)</script>".to_vec(), Some(content_type)).await;
+        assert_eq!(put.status, 200, "{}", put.body);
+        let get = f.get(&url, &[]).await;
+        assert_eq!(get.headers["x-content-type-options"], "nosniff", "{name}");
+        assert_eq!(get.headers["content-security-policy"], "sandbox", "{name}");
+        let disposition = get.headers["content-disposition"].to_str().unwrap();
+        assert_eq!(disposition.starts_with("attachment"), active, "{name}: {disposition}");
+    }
+}

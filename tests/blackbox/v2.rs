@@ -1,6 +1,7 @@
 //! `/v2/skills/…` end to end: whole resources, folders, single files,
 //! listings, limits, conditional requests, delete/restore, access.
 
+use futures_util::StreamExt;
 use serde_json::Value;
 
 use crate::support::{Client, Server, Setup, unzip};
@@ -342,4 +343,91 @@ async fn other_users_get_403_everywhere_and_forged_buckets_400() {
     assert!(forged.body.contains("invalid bucket"), "{}", forged.body);
     assert_eq!(f.client.get(&format!("/v2/unknown/{}/s", f.bucket), &[("Api-Key", OWNER)]).await.status, 404);
     drop(f.server);
+}
+
+/// Paths that are absolute on Windows (where ZIPs get extracted) are refused
+/// like other absolute paths, as are two files where one would be the
+/// other's folder; nothing is stored.
+#[tokio::test]
+async fn drive_letters_and_file_folder_clashes_are_refused() {
+    let f = Fixture::start("").await;
+    let skill = skill_md("s", "d");
+    for bad in ["C:/Users/me/run.bat", "c:run.bat"] {
+        let reply = f.put_skill("s", &[("SKILL.md", &skill), (bad, b"x")], &[]).await;
+        assert_eq!(reply.status, 400, "{bad}: {}", reply.body);
+        assert!(reply.body.contains("drive letter"), "{}", reply.body);
+    }
+    let reply = f.put_skill("s", &[("SKILL.md", &skill), ("docs", b"x"), ("docs/a.md", b"y")], &[]).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(f.get(&f.url("s")).await.status, 404, "nothing stored");
+
+    let put = f.put_skill("s", &[("SKILL.md", &skill), ("docs/a.md", b"y")], &[]).await;
+    assert_eq!(put.status, 200, "{}", put.body);
+    let single = |path: &str| format!("{}/files/{path}", f.url("s"));
+    let form = || reqwest::multipart::Form::new().part("file", reqwest::multipart::Part::bytes(b"z".to_vec()));
+    for bad in ["docs", "docs/a.md/deeper", "D:/x.txt"] {
+        let request = reqwest::Client::new()
+            .put(format!("{}{}", f.server.url, single(bad)))
+            .header("Api-Key", OWNER)
+            .multipart(form());
+        let reply = request.send().await.unwrap();
+        assert_eq!(reply.status(), 400, "{bad}");
+    }
+    assert_eq!(f.get(&f.url("s")).await.etag(), put.etag(), "unchanged");
+}
+
+/// A whole PUT slower than the commit deadline (half the grace period) is
+/// refused as too slow (408) — not blamed on the upload's content — and the
+/// answer names no server path or internal location.
+#[tokio::test]
+async fn an_upload_slower_than_the_commit_deadline_is_a_clear_timeout() {
+    let f = Fixture::start("[folders]\ngrace_seconds = 2\ngc_interval_seconds = 1\n").await;
+    let skill = skill_md("slow", "d");
+    let boundary = "dialhostboundary";
+    let head = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"SKILL.md\"\r\n\r\n{}\r\n\
+         --{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"scripts/run.py\"\r\n\r\n",
+        String::from_utf8(skill).unwrap()
+    );
+    let chunks: Vec<Vec<u8>> =
+        vec![head.into_bytes(), b"print(1)\n".to_vec(), format!("\r\n--{boundary}--\r\n").into()];
+    let slow = futures_util::stream::iter(chunks).then(|chunk| async move {
+        tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+        Ok::<_, std::io::Error>(chunk)
+    });
+    let reply = reqwest::Client::new()
+        .put(format!("{}{}", f.server.url, f.url("slow")))
+        .header("Api-Key", OWNER)
+        .header("Content-Type", format!("multipart/form-data; boundary={boundary}"))
+        .body(reqwest::Body::wrap_stream(slow))
+        .send()
+        .await
+        .unwrap();
+    let status = reply.status().as_u16();
+    let body = reply.text().await.unwrap();
+    assert_eq!(status, 408, "{body}");
+    assert!(body.contains("took longer than"), "{body}");
+    let data_dir = f.server.data_dir.canonicalize().unwrap();
+    for internal in [data_dir.to_str().unwrap(), "Keys/", "Users/", "/v/", "/store"] {
+        assert!(!body.contains(internal), "the answer shows {internal}: {body}");
+    }
+    assert_eq!(f.get(&f.url("slow")).await.status, 404);
+}
+
+/// Files of a skill are served `nosniff` and sandboxed, and HTML/SVG ones
+/// as downloads, never rendered from the API's origin.
+#[tokio::test]
+async fn skill_files_are_never_rendered_as_pages() {
+    let f = Fixture::start("").await;
+    let skill = skill_md("s", "d");
+    let script = b"<script>alert(1)</script>";
+    let put = f.put_skill("s", &[("SKILL.md", &skill), ("a.html", script), ("b.svg", script)], &[]).await;
+    assert_eq!(put.status, 200, "{}", put.body);
+    for (file, active) in [("a.html", true), ("b.svg", true), ("SKILL.md", false)] {
+        let reply = f.get(&format!("{}/files/{file}", f.url("s"))).await;
+        assert_eq!(reply.headers["x-content-type-options"], "nosniff", "{file}");
+        assert_eq!(reply.headers["content-security-policy"], "sandbox", "{file}");
+        let disposition = reply.headers["content-disposition"].to_str().unwrap();
+        assert_eq!(disposition.starts_with("attachment"), active, "{file}: {disposition}");
+    }
 }

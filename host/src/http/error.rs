@@ -230,5 +230,18 @@ mod tests {
             (StatusCode::BAD_REQUEST, "Folder not allowed: files/b/x/")
         );
         assert_eq!(ApiError::from(BlobError::NotFound("files/b/x".into())).message, "Not found: files/b/x");
+
+        // Lock keys and document paths name internal locations: never shown.
+        let lost = ApiError::from(FolderError::Lock(LockError::Lost { key: "bucket:Users/alice/skills".into() }));
+        assert_eq!(lost.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(!lost.message.contains("Users/"), "{}", lost.message);
+        let busy =
+            ApiError::from(BlobError::Lock(LockError::Timeout { key: "resource:Keys/p/x".into(), waited_ms: 1 }));
+        assert!(!busy.message.contains("Keys/"), "{}", busy.message);
+        let contended = ApiError::from(DocumentError::Contended("system/sharing/Users/a/shares.json".into()));
+        assert_eq!(contended.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(!contended.message.contains("system/"), "{}", contended.message);
+        let slow = ApiError::from(FolderError::TooSlow { limit_seconds: 1800 });
+        assert_eq!(slow.status, StatusCode::REQUEST_TIMEOUT);
     }
 }

@@ -270,7 +270,9 @@ pub async fn metadata(
         node["items"] = json!(items);
         return Ok(Json(node));
     }
-    if !url.is_folder()
+    // A resource answers its metadata whichever form names it (listings
+    // give resources URLs ending in `/`).
+    if !url.is_bucket_root()
         && let Some(marker) = engine.live_marker(&target.node).await?
     {
         return Ok(Json(resource_json(url, &marker)));

@@ -254,6 +254,18 @@ mod tests {
     }
 
     #[test]
+    fn regex_targets_are_compiled_once_per_rule() {
+        let rule = rule(RuleFunction::Regex, "email", &[".*@corp\\.com", "("]);
+        assert!(rule.compiled.0.get().is_none());
+        let alice = user(&[], json!({"email": "alice@corp.com"}));
+        assert!(rule.matches(&alice));
+        let compiled = rule.compiled.0.get().expect("compiled on first use").as_ptr();
+        assert!(rule.matches(&alice));
+        assert_eq!(rule.compiled.0.get().unwrap().as_ptr(), compiled, "reused, not compiled again");
+        assert_eq!(rule.compiled.0.get().unwrap().len(), 1, "an invalid pattern matches nothing");
+    }
+
+    #[test]
     fn rules_are_checked_on_submit() {
         assert_eq!(
             rule(RuleFunction::Equal, "roles", &[]).check(),
