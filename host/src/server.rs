@@ -22,7 +22,7 @@ use crate::config::{Config, ProjectKey};
 use crate::documents::Documents;
 use crate::folders::FolderEngine;
 use crate::folders::gc::spawn_sweeper;
-use crate::handlers::{HandlerRegistry, Runtime, RuntimeLimits};
+use crate::handlers::{CacheConfig, HandlerRegistry, Runtime, RuntimeLimits};
 use crate::http::{self, AppState, Services};
 use crate::publication::rules::PublicRules;
 use crate::sharing::SharingService;
@@ -175,12 +175,9 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
             config.storage_url()
         );
     }
-    let runtime = Runtime::new(
-        RuntimeLimits::from_config(&config.handlers),
-        Some(config.handler_cache_dir()),
-        config.handlers.pooling,
-    )
-    .map_err(|e| anyhow::anyhow!("starting the handler runtime: {e}"))?;
+    let cache = CacheConfig::new(config.handler_cache_dir(), secret);
+    let runtime = Runtime::new(RuntimeLimits::from_config(&config.handlers), Some(cache), config.handlers.pooling)
+        .map_err(|e| anyhow::anyhow!("starting the handler runtime: {e}"))?;
     let handlers = HandlerRegistry::load(runtime, &config.handlers).await?;
 
     let key_prefix = config.redis.key_prefix.clone().unwrap_or_else(|| locks::DEFAULT_KEY_PREFIX.into());

@@ -363,33 +363,47 @@ impl SharingService {
             .await
     }
 
-    /// The owner takes back grants: the given permissions, or all of them.
+    /// The owner takes back grants — the given permissions, or all of them —
+    /// and invitations stop offering what was taken back (as DIAL does), so
+    /// accepting a link again cannot restore it: an invitation keeps only
+    /// the permissions and resources left, and one left with nothing is
+    /// removed.
     pub async fn revoke(
         &self,
         owner: &BucketLocation,
         resources: &[(String, Option<BTreeSet<Access>>)],
     ) -> Result<(), SharingError> {
-        self.documents
+        let emptied = self
+            .documents
             .update(&self.shares_path(owner), |shares: &mut OwnerShares| {
                 for (url, permissions) in resources {
-                    match permissions {
-                        None => {
-                            shares.grants.remove(url);
+                    let keep = |set: &mut BTreeSet<Access>| match permissions {
+                        None => set.clear(),
+                        Some(taken) => set.retain(|p| !taken.contains(p)),
+                    };
+                    if let Some(users) = shares.grants.get_mut(url) {
+                        users.values_mut().for_each(keep);
+                        users.retain(|_, set| !set.is_empty());
+                    }
+                    for invitation in shares.invitations.values_mut() {
+                        for resource in invitation.resources.iter_mut().filter(|r| &r.url == url) {
+                            keep(&mut resource.permissions);
                         }
-                        Some(taken) => {
-                            if let Some(users) = shares.grants.get_mut(url) {
-                                for set in users.values_mut() {
-                                    set.retain(|p| !taken.contains(p));
-                                }
-                                users.retain(|_, set| !set.is_empty());
-                            }
-                        }
+                        invitation.resources.retain(|r| !r.permissions.is_empty());
                     }
                 }
                 shares.grants.retain(|_, users| !users.is_empty());
-                Ok::<_, SharingError>(Update::Changed(()))
+                Ok::<_, SharingError>(Update::Changed(take_emptied(shares)))
             })
-            .await
+            .await?;
+        self.delete_indexes(emptied).await
+    }
+
+    async fn delete_indexes(&self, invitations: Vec<String>) -> Result<(), SharingError> {
+        for id in invitations {
+            self.documents.delete(&global_path("invitations", &id)).await?;
+        }
+        Ok(())
     }
 
     /// Gives everyone who holds a grant on `source` the same on `destination`.
@@ -435,13 +449,7 @@ impl SharingService {
                 for invitation in shares.invitations.values_mut() {
                     invitation.resources.retain(|r| !same(&r.url));
                 }
-                let emptied: Vec<String> = shares
-                    .invitations
-                    .iter()
-                    .filter(|(_, i)| i.resources.is_empty())
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                shares.invitations.retain(|_, i| !i.resources.is_empty());
+                let emptied = take_emptied(shares);
                 let after = (shares.grants.len(), shares_size(shares));
                 Ok::<_, SharingError>(if before == after && emptied.is_empty() {
                     Update::Unchanged(emptied)
@@ -450,11 +458,17 @@ impl SharingService {
                 })
             })
             .await?;
-        for id in emptied {
-            self.documents.delete(&global_path("invitations", &id)).await?;
-        }
-        Ok(())
+        self.delete_indexes(emptied).await
     }
+}
+
+/// Removes the invitations left without resources; their ids, whose index
+/// documents go next.
+fn take_emptied(shares: &mut OwnerShares) -> Vec<String> {
+    let emptied: Vec<String> =
+        shares.invitations.iter().filter(|(_, i)| i.resources.is_empty()).map(|(id, _)| id.clone()).collect();
+    shares.invitations.retain(|_, i| !i.resources.is_empty());
+    emptied
 }
 
 fn shares_size(shares: &OwnerShares) -> usize {

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use dial_host::config::{HandlersConfig, TypeSettings};
 use dial_host::handlers::{
-    BUILTIN_SKILL_HANDLER, FileSource, GUEST_WASM_DIR, Handler, HandlerErrorKind, HandlerRegistry, HandlerSource,
-    InMemoryFiles, LoadError, Mutation, RegistryError, ResourceInfo, Runtime, RuntimeLimits, Verdict,
+    BUILTIN_SKILL_HANDLER, CacheConfig, FileSource, GUEST_WASM_DIR, Handler, HandlerErrorKind, HandlerRegistry,
+    HandlerSource, InMemoryFiles, LoadError, Mutation, RegistryError, ResourceInfo, Runtime, RuntimeLimits, Verdict,
 };
+use sha2::Digest;
 
 const SKILL_MD: &str = "---\nname: pdf-tools\ndescription: Extract text and tables from PDF files.\nlicense: MIT\nmetadata:\n  version: \"1.2\"\n---\n# PDF tools\n\nUse this skill when…\n";
 
@@ -219,7 +220,7 @@ async fn components_of_another_world_are_refused_at_load() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compiled_components_are_cached_on_disk() {
     let cache = tempfile::tempdir().unwrap();
-    let runtime = Runtime::new(limits(), Some(cache.path().into()), false).unwrap();
+    let runtime = Runtime::new(limits(), Some(CacheConfig::new(cache.path().into(), "test-secret")), false).unwrap();
     let first = runtime.load(BUILTIN_SKILL_HANDLER.to_vec(), HandlerSource::Builtin).await.unwrap();
     let cached: Vec<_> =
         walk(cache.path()).into_iter().filter(|p| p.extension().is_some_and(|e| e == "cwasm")).collect();
@@ -227,18 +228,67 @@ async fn compiled_components_are_cached_on_disk() {
     assert!(cached[0].file_name().unwrap().to_string_lossy().starts_with(first.sha256()));
 
     // A second engine with the same settings loads the artifact…
-    let again = Runtime::new(limits(), Some(cache.path().into()), false).unwrap();
+    let again = Runtime::new(limits(), Some(CacheConfig::new(cache.path().into(), "test-secret")), false).unwrap();
     assert_eq!(
         again.load(BUILTIN_SKILL_HANDLER.to_vec(), HandlerSource::Builtin).await.unwrap().sha256(),
         first.sha256()
     );
     // …and a damaged artifact is a miss, not a failure.
     std::fs::write(&cached[0], b"garbage").unwrap();
-    let repaired = Runtime::new(limits(), Some(cache.path().into()), false).unwrap();
+    let repaired = Runtime::new(limits(), Some(CacheConfig::new(cache.path().into(), "test-secret")), false).unwrap();
     repaired.load(BUILTIN_SKILL_HANDLER.to_vec(), HandlerSource::Builtin).await.unwrap();
     assert!(std::fs::metadata(&cached[0]).unwrap().len() > 1000, "the artifact was rewritten");
 }
 
+/// The cache never loads native code the host did not write: an entry
+/// whose code was altered, one written under another key (another host, or
+/// someone without the secret), and one copied from another source's name
+/// are all misses — recompiled and rewritten — and the handler works (a
+/// load runs the guest's `describe`, where altered code would crash).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cached_components_are_authenticated_before_they_are_loaded() {
+    let cache = tempfile::tempdir().unwrap();
+    let config = || CacheConfig::new(cache.path().into(), "host-secret");
+    let cwasm = |dir: &std::path::Path| walk(dir).into_iter().find(|p| p.extension().is_some_and(|e| e == "cwasm"));
+    let runtime = Runtime::new(limits(), Some(config()), false).unwrap();
+    let first = runtime.load(BUILTIN_SKILL_HANDLER.to_vec(), HandlerSource::Builtin).await.unwrap();
+    let entry = cwasm(cache.path()).unwrap();
+    let genuine = std::fs::read(&entry).unwrap();
+
+    // Code altered in place: `ud2` over a stretch in the middle of the artifact.
+    let mut altered = genuine.clone();
+    let middle = altered.len() / 2;
+    for (i, byte) in altered[middle..middle + 4096].iter_mut().enumerate() {
+        *byte = if i % 2 == 0 { 0x0f } else { 0x0b };
+    }
+    std::fs::write(&entry, &altered).unwrap();
+    let runtime = Runtime::new(limits(), Some(config()), false).unwrap();
+    let loaded = runtime.load(BUILTIN_SKILL_HANDLER.to_vec(), HandlerSource::Builtin).await.unwrap();
+    assert_eq!(loaded.description().group, first.description().group);
+    assert_eq!(std::fs::read(&entry).unwrap(), genuine, "rewritten with this host's own artifact");
+
+    // Written under another key: a valid artifact, but not this host's.
+    let other = tempfile::tempdir().unwrap();
+    let foreign = Runtime::new(limits(), Some(CacheConfig::new(other.path().into(), "other-secret")), false).unwrap();
+    foreign.load(BUILTIN_SKILL_HANDLER.to_vec(), HandlerSource::Builtin).await.unwrap();
+    std::fs::copy(cwasm(other.path()).unwrap(), &entry).unwrap();
+    assert_ne!(std::fs::read(&entry).unwrap(), genuine);
+    let runtime = Runtime::new(limits(), Some(config()), false).unwrap();
+    runtime.load(BUILTIN_SKILL_HANDLER.to_vec(), HandlerSource::Builtin).await.unwrap();
+    assert_eq!(std::fs::read(&entry).unwrap(), genuine, "the foreign entry was replaced");
+
+    // This host's genuine entry copied under another source's name: the tag
+    // binds it to its own source, so it is not loaded for the other one.
+    let junk = b"not a component".to_vec();
+    let name = format!("{}.cwasm", hex(&sha2::Sha256::digest(&junk)));
+    std::fs::copy(&entry, entry.with_file_name(name)).unwrap();
+    let error = runtime.load(junk, HandlerSource::Builtin).await.err().expect("junk never loads");
+    assert!(matches!(error, LoadError::Compile(_)), "{error}");
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
 fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {

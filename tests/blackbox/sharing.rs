@@ -353,3 +353,50 @@ async fn a_skill_shared_by_its_listing_url_is_shared_as_one_item() {
     let shared = f.post(&f.bob, "/v1/ops/resource/share/list", json!({"with": "me"})).await.json();
     assert_eq!(shared["resources"].as_array().unwrap().len(), 1, "{shared}");
 }
+
+/// Revoking updates the invitations, as DIAL does: what was taken back is no
+/// longer offered, so accepting the link again cannot restore it.
+#[tokio::test]
+async fn revoking_takes_back_what_the_invitation_offers() {
+    let f = Fixture::start("").await;
+    let a = &f.alice.bucket;
+    f.put_skill(&f.alice, "team/pdf", "pdf").await;
+    f.put_prompt(&f.alice, "notes").await;
+    let (skills, notes) = (format!("skills/{a}/team/"), format!("prompts/{a}/notes"));
+    let id = f.share_with(&f.alice, &[&skills, &notes], &["READ", "WRITE"]).await;
+    assert_eq!(f.accept(&f.bob, &id).await.status, 200);
+    let skill_md: &[u8] = b"---\nname: pdf\ndescription: changed by bob\n---\n";
+    let single_file = format!("/v2/skills/{a}/team/pdf/files/SKILL.md");
+    let put =
+        async |user: &User| f.client.put_files(&single_file, &user.auth(), &[("SKILL.md", skill_md)]).await.status;
+    assert_eq!(put(&f.bob).await, 200, "bob may write before the revoke");
+
+    // Revoke WRITE on the folder: the invitation offers READ only.
+    let revoke = json!({"resources": [{"url": skills, "permissions": ["WRITE"]}]});
+    assert_eq!(f.post(&f.alice, "/v1/ops/resource/share/revoke", revoke).await.status, 200);
+    let listed = f.get(&f.alice, "/v1/invitations").await.json();
+    let offered = &listed["invitations"][0]["resources"];
+    assert_eq!(offered.as_array().unwrap().len(), 2, "{listed}");
+    let folder = offered.as_array().unwrap().iter().find(|r| r["url"] == skills.as_str()).unwrap();
+    assert_eq!(folder["permissions"], json!(["READ"]));
+    assert_eq!(f.accept(&f.bob, &id).await.status, 200);
+    assert_eq!(put(&f.bob).await, 403, "accepting again does not bring WRITE back");
+    assert_eq!(f.get(&f.bob, &format!("/v2/skills/{a}/team/pdf")).await.status, 200);
+
+    // Revoke one resource entirely: the invitation lists only the other.
+    let revoke = json!({"resources": [{"url": notes}]});
+    assert_eq!(f.post(&f.alice, "/v1/ops/resource/share/revoke", revoke).await.status, 200);
+    let listed = f.get(&f.alice, "/v1/invitations").await.json();
+    let urls: Vec<&str> =
+        listed["invitations"][0]["resources"].as_array().unwrap().iter().map(|r| r["url"].as_str().unwrap()).collect();
+    assert_eq!(urls, [skills.as_str()]);
+    assert_eq!(f.accept(&f.bob, &id).await.status, 200);
+    assert_eq!(f.get(&f.bob, &format!("/v1/prompts/{a}/notes")).await.status, 403);
+
+    // Revoke the rest: no invitation is left, and the link is dead.
+    let revoke = json!({"resources": [{"url": skills}]});
+    assert_eq!(f.post(&f.alice, "/v1/ops/resource/share/revoke", revoke).await.status, 200);
+    assert_eq!(f.get(&f.alice, "/v1/invitations").await.json(), json!({"invitations": []}));
+    assert_eq!(f.accept(&f.bob, &id).await.status, 404);
+    assert_eq!(f.get(&f.bob, &format!("/v2/skills/{a}/team/pdf")).await.status, 403);
+}

@@ -159,3 +159,44 @@ async fn generated_secrets_are_readable_by_their_owner_only() {
     let _server = setup.start(None, &[]);
     assert_eq!(mode(&generated), 0o600);
 }
+
+/// A compiled-handler cache entry the host did not write (altered code here)
+/// is never loaded: the host starts, recompiles, rewrites the entry and
+/// serves skills — on this start and every later one.
+#[tokio::test]
+async fn a_tampered_handler_cache_entry_is_recompiled_not_run() {
+    let setup = Setup::new();
+    let cache = setup.path().join("private-cache");
+    let env = [("DIAL_HOST_HANDLERS__CACHE_DIR", cache.to_str().unwrap())];
+    drop(setup.start(None, &env));
+    let entry = walk(&cache).into_iter().find(|p| p.extension().is_some_and(|e| e == "cwasm")).expect("an entry");
+    let genuine = std::fs::read(&entry).unwrap();
+    let mut altered = genuine.clone();
+    let middle = altered.len() / 2;
+    for (i, byte) in altered[middle..middle + 8192].iter_mut().enumerate() {
+        *byte = if i % 2 == 0 { 0x0f } else { 0x0b }; // ud2
+    }
+    std::fs::write(&entry, &altered).unwrap();
+
+    for _ in 0..2 {
+        let server = setup.start(None, &env);
+        let key = server.banner_value("user key:").unwrap();
+        let client = server.client();
+        let bucket =
+            client.get("/v1/bucket", &[("Api-Key", &key)]).await.json()["bucket"].as_str().unwrap().to_string();
+        let skill: &[u8] = b"---\nname: s\ndescription: d\n---\n";
+        let put =
+            client.put_files(&format!("/v2/skills/{bucket}/s"), &[("Api-Key", &key)], &[("SKILL.md", skill)]).await;
+        assert_eq!(put.status, 200, "{}", put.body);
+        assert_eq!(std::fs::read(&entry).unwrap(), genuine, "the entry holds the host's own artifact again");
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() { found.extend(walk(&path)) } else { found.push(path) }
+    }
+    found
+}

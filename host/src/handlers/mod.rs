@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+pub use cache::CacheConfig;
 pub use files::{FileSource, InMemoryFiles, ReadError};
 pub use registry::{HandlerRegistry, RegistryError};
 pub use runtime::{LoadError, Runtime, RuntimeLimits};

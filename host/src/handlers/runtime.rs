@@ -13,7 +13,6 @@
 //! - a wall-clock bound around the whole call (slow storage, stuck reads);
 //! - a semaphore, so overload queues instead of exhausting the instance pool.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +27,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{self, HandlerPre};
-use super::cache::ComponentCache;
+use super::cache::{CacheConfig, ComponentCache};
 use super::files::{FileSource, InMemoryFiles, ReadError};
 use super::{
     FileEntry, HandlerDescription, HandlerError, HandlerErrorKind, HandlerSource, Mutation, Problem, ResourceInfo,
@@ -138,7 +137,7 @@ impl Runtime {
     /// Builds the engine and starts its epoch ticker. With `pooling`, uses
     /// the pooling allocator if this machine lets it reserve the address
     /// space, and falls back to on-demand allocation otherwise.
-    pub fn new(limits: RuntimeLimits, cache_dir: Option<PathBuf>, pooling: bool) -> Result<Arc<Self>, wasmtime::Error> {
+    pub fn new(limits: RuntimeLimits, cache: Option<CacheConfig>, pooling: bool) -> Result<Arc<Self>, wasmtime::Error> {
         let (engine, pooling) = match pooling.then(|| Engine::new(&engine_config(&limits, true))) {
             Some(Ok(engine)) => (engine, true),
             Some(Err(error)) => {
@@ -155,7 +154,7 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         bindings::Handler::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
 
-        let cache = cache_dir.map(|dir| ComponentCache::new(dir, &engine));
+        let cache = cache.map(|config| ComponentCache::new(config, &engine));
         let permits = Arc::new(Semaphore::new(limits.max_concurrent_calls as usize));
         Ok(Arc::new(Self { engine, linker, limits, permits, cache, pooling }))
     }
