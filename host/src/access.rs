@@ -46,6 +46,11 @@ impl Permissions {
     pub fn union(self, other: Self) -> Self {
         Self { read: self.read || other.read, write: self.write || other.write }
     }
+
+    /// DIAL's `permissions` array: `["READ", "WRITE"]`, `["READ"]`, ….
+    pub fn names(self) -> Vec<&'static str> {
+        [(self.read, "READ"), (self.write, "WRITE")].into_iter().filter(|(held, _)| *held).map(|(_, n)| n).collect()
+    }
 }
 
 /// A resource (or folder) an access decision is about.
@@ -118,6 +123,16 @@ impl AccessService {
         } else {
             Err(AccessDenied { url: resource.url.to_string() }.into())
         }
+    }
+
+    /// The caller's permissions on `resource` as DIAL's `permissions`
+    /// field shows them (`?permissions=true` on metadata requests).
+    pub async fn permission_names(
+        &self,
+        caller: &Caller,
+        resource: Resource<'_>,
+    ) -> Result<serde_json::Value, AccessError> {
+        Ok(serde_json::json!(self.permissions(caller, resource).await?.names()))
     }
 
     /// What a listing of `location` may show `caller`: in `public`, a

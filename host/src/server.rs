@@ -26,7 +26,7 @@ use crate::handlers::{CacheConfig, HandlerRegistry, Runtime, RuntimeLimits};
 use crate::http::{self, AppState, Services};
 use crate::publication::rules::PublicRules;
 use crate::sharing::SharingService;
-use crate::storage;
+use crate::storage::{self, PathLimits};
 use crate::{events, locks};
 
 const GENERATED_FILE: &str = "generated.toml";
@@ -193,21 +193,21 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     let events = events::from_config(redis.as_ref().map(|(client, c)| (client, c)), &key_prefix)
         .await
         .context("subscribing to change events")?;
-    let blobs = Arc::new(BlobService::new(
-        store.clone(),
-        locks.clone(),
-        events.clone(),
-        BlobLimits { max_size: config.resources.max_size, max_file_size: config.resources.max_file_size },
-        // The local filesystem keeps empty directories after deletes.
-        config.storage_url().starts_with("file://"),
-    ));
-    let folders = Arc::new(FolderEngine::new(
-        store.clone(),
-        locks,
-        events,
-        config.folders.clone(),
-        config.handlers.types.clone(),
-    ));
+    let blobs = Arc::new(
+        BlobService::new(
+            store.clone(),
+            locks.clone(),
+            events.clone(),
+            BlobLimits { max_size: config.resources.max_size, max_file_size: config.resources.max_file_size },
+            // The local filesystem keeps empty directories after deletes.
+            config.storage_url().starts_with("file://"),
+        )
+        .with_path_limits(PathLimits::for_url(&config.storage_url())),
+    );
+    let folders = Arc::new(
+        FolderEngine::new(store.clone(), locks, events, config.folders.clone(), config.handlers.types.clone())
+            .with_path_limits(PathLimits::for_url(&config.storage_url())),
+    );
     if config.folders.gc_interval_seconds > 0 {
         spawn_sweeper(&folders, Duration::from_secs(config.folders.gc_interval_seconds));
     }
@@ -223,7 +223,11 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
 /// Runs the server until Ctrl-C or SIGTERM.
 pub async fn serve(prepared: Prepared) -> anyhow::Result<()> {
     let Prepared { config, demo_keys } = prepared;
+    let started = std::time::SystemTime::now();
     let state = build_state(&config).await?;
+    if let Some(root) = config.storage_url().strip_prefix("file://") {
+        reclaim_crash_leftovers(std::path::PathBuf::from(root), started);
+    }
     let listener =
         TcpListener::bind(&config.server.listen).await.with_context(|| format!("binding {}", config.server.listen))?;
     let address = listener.local_addr()?;
@@ -231,6 +235,16 @@ pub async fn serve(prepared: Prepared) -> anyhow::Result<()> {
     axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// In the background: what an earlier process left half-written in the
+/// local store when it died (see [`storage::reclaim_local_leftovers`]).
+fn reclaim_crash_leftovers(root: PathBuf, started: std::time::SystemTime) {
+    tokio::task::spawn_blocking(move || match storage::reclaim_local_leftovers(&root, started) {
+        Ok(0) => {}
+        Ok(removed) => tracing::info!(removed, "removed files left half-written by an earlier process"),
+        Err(error) => tracing::warn!(%error, "could not look for files left half-written by an earlier process"),
+    });
 }
 
 fn print_banner(config: &Config, state: &AppState, address: SocketAddr, keys: Option<&DemoKeys>) {

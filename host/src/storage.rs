@@ -91,6 +91,94 @@ pub fn open(url: &str, options: &BTreeMap<String, String>) -> Result<Arc<dyn Obj
     if prefix.as_ref().is_empty() { Ok(Arc::from(store)) } else { Ok(Arc::new(PrefixStore::new(store, prefix))) }
 }
 
+/// Bytes the local filesystem holds in one file or directory name.
+const LOCAL_NAME_BYTES: usize = 255;
+/// …minus room for the `#<n>` suffix of the in-progress file object_store
+/// writes next to its target before renaming it into place.
+pub const LOCAL_MAX_PART_BYTES: usize = LOCAL_NAME_BYTES - 16;
+
+/// What a backend cannot hold, checked before anything is written, so a
+/// name it would refuse is a 400 that says why, never a store error.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PathLimits {
+    /// Longest path part as stored (object_store percent-encodes some
+    /// characters and every non-ASCII byte), when the backend has a limit.
+    pub max_part_bytes: Option<usize>,
+}
+
+/// A path the backend cannot hold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "The name '{shown}' is {bytes} bytes as stored; this store (local disk) holds at most {limit} bytes per path segment"
+)]
+pub struct PathLimitError {
+    shown: String,
+    bytes: usize,
+    limit: usize,
+}
+
+impl PathLimits {
+    /// The limits of the store a URL names: the local filesystem's name
+    /// length; object stores have none per segment.
+    pub fn for_url(url: &str) -> Self {
+        Self { max_part_bytes: url.starts_with("file://").then_some(LOCAL_MAX_PART_BYTES) }
+    }
+
+    pub fn check(&self, path: &Path) -> Result<(), PathLimitError> {
+        let Some(limit) = self.max_part_bytes else { return Ok(()) };
+        match path.parts().find(|part| part.as_ref().len() > limit) {
+            None => Ok(()),
+            Some(part) => {
+                let decoded = percent_encoding::percent_decode_str(part.as_ref()).decode_utf8_lossy().into_owned();
+                let mut shown: String = decoded.chars().take(40).collect();
+                if shown.len() < decoded.len() {
+                    shown.push('…');
+                }
+                Err(PathLimitError { shown, bytes: part.as_ref().len(), limit })
+            }
+        }
+    }
+}
+
+/// Removes what a crashed process left in a local store: object_store
+/// writes every file as `<name>#<n>` and renames it into place, so a crash
+/// leaves such files (some holding partial data) that listings never show
+/// and nothing else would delete. Only files last modified before
+/// `started` are removed — the local store has one process, so those belong
+/// to a process that is gone. Blocking: run it on a blocking thread.
+pub fn reclaim_local_leftovers(root: &std::path::Path, started: std::time::SystemTime) -> std::io::Result<usize> {
+    let mut removed = 0;
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(error) => return Err(error),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let kind = entry.file_type()?;
+            if kind.is_dir() {
+                pending.push(entry.path());
+                continue;
+            }
+            let name = entry.file_name();
+            let in_progress = name
+                .to_str()
+                .and_then(|name| name.rsplit_once('#'))
+                .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            if in_progress && entry.metadata()?.modified()? < started {
+                match std::fs::remove_file(entry.path()) {
+                    Ok(()) => removed += 1,
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+    }
+    Ok(removed)
+}
+
 /// Whether the store a URL names does `PutMode::Update` itself, so that several processes (instances) may
 /// share it. `file://` does not: its compare-and-swap is [`SerializedUpdates`], good for one process only.
 pub fn supports_cas_natively(url: &str) -> bool {
@@ -278,7 +366,13 @@ impl<S: ObjectStore> ObjectStore for SerializedUpdates<S> {
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
+        match self.inner.list_with_delimiter(prefix).await {
+            // Nothing can be stored below a file or under a name too long to exist.
+            Err(error) if cannot_exist(&error) => {
+                Ok(ListResult { common_prefixes: vec![], objects: vec![], extensions: Default::default() })
+            }
+            other => other,
+        }
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
@@ -291,18 +385,24 @@ impl<S: ObjectStore> ObjectStore for SerializedUpdates<S> {
 }
 
 /// On a directory tree, reading `a/b` where `a` is a file fails with "not a
-/// directory"; in object-store terms `a/b` simply does not exist.
+/// directory", and a name longer than the file system holds with "file name
+/// too long"; in object-store terms such an object simply does not exist.
 fn not_a_directory_is_not_found(location: &Path, error: object_store::Error) -> object_store::Error {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+    if cannot_exist(&error) {
+        return object_store::Error::NotFound { path: location.to_string(), source: Box::new(error) };
+    }
+    error
+}
+
+fn cannot_exist(error: &object_store::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(current) = source {
-        if let Some(io) = current.downcast_ref::<std::io::Error>()
-            && io.kind() == std::io::ErrorKind::NotADirectory
-        {
-            return object_store::Error::NotFound { path: location.to_string(), source: Box::new(error) };
+        if let Some(io) = current.downcast_ref::<std::io::Error>() {
+            return matches!(io.kind(), std::io::ErrorKind::NotADirectory | std::io::ErrorKind::InvalidFilename);
         }
         source = current.source();
     }
-    error
+    false
 }
 
 /// One async mutex per path, created on first use and forgotten once nobody holds or awaits it.

@@ -200,3 +200,31 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     found
 }
+
+/// Files a crashed process left half-written in the local store (object
+/// store writes go to `<name>#<n>` first) are removed at the next start;
+/// nothing else is touched.
+#[tokio::test]
+async fn files_left_half_written_by_a_crash_are_reclaimed_at_start() {
+    let setup = Setup::new();
+    let store = setup.path().join("data/store");
+    let leftovers = [
+        store.join("Keys/user/skills/s/v/0001/SKILL.md#1"),
+        store.join(".dial-host/gc/0001-abc.json#2"),
+        store.join("Keys/user/prompts/p#1"),
+    ];
+    let kept = [store.join("Keys/user/prompts/keep"), store.join("Keys/user/files/report#draft")];
+    for file in leftovers.iter().chain(&kept) {
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, b"partial").unwrap();
+    }
+    let _server = setup.start(None, &[]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while leftovers.iter().any(|file| file.exists()) {
+        assert!(std::time::Instant::now() < deadline, "leftovers still there: {leftovers:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for file in &kept {
+        assert!(file.exists(), "{} was removed", file.display());
+    }
+}

@@ -280,7 +280,7 @@ async fn listings_paginate_and_list_files() {
     let token = recursive["nextToken"].as_str().unwrap();
     let tail = f.get(&format!("{}?recursive=true&token={token}", f.metadata("team/"))).await.json();
     let tail: Vec<String> = names(&tail).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(tail, ["e", "f"]);
+    assert_eq!(tail, ["e", "sub", "f"], "nested folders are listed too");
 
     let files = f.get(&f.metadata("team/sub/f/files/")).await.json();
     assert_eq!(names(&files), [("x".into(), "FOLDER".into()), ("SKILL.md".into(), "ITEM".into())]);
@@ -430,4 +430,183 @@ async fn skill_files_are_never_rendered_as_pages() {
         let disposition = reply.headers["content-disposition"].to_str().unwrap();
         assert_eq!(disposition.starts_with("attachment"), active, "{file}: {disposition}");
     }
+}
+
+/// Names the local store cannot hold (over 239 bytes in a path segment as
+/// stored, multi-byte characters counted as object_store writes them) and
+/// file paths that push a resource past SPEC §2's 900 bytes are refused with
+/// a 400 that says why — never a 500 — on every route that writes.
+#[tokio::test]
+async fn names_the_store_cannot_hold_are_a_clear_400() {
+    let f = Fixture::start("").await;
+    let skill = skill_md("s", "d");
+    let long = "a".repeat(300);
+    let cyrillic = "ф".repeat(130); // 260 bytes, 780 as stored
+    let owner = [("Api-Key", OWNER)];
+    let refused = |reply: &crate::support::Reply, what: &str| {
+        assert_eq!(reply.status, 400, "{what}: {}", reply.body);
+        assert!(reply.body.contains("per path segment") || reply.body.contains("too long"), "{what}: {}", reply.body);
+    };
+    for name in [&long, &cyrillic] {
+        refused(&f.put_skill(name, &[("SKILL.md", &skill)], &[]).await, "resource name");
+        refused(&f.client.put_empty(&f.url(&format!("{name}/")), &owner).await, "folder name");
+        let file = format!("docs/{name}.md");
+        refused(&f.put_skill("s", &[("SKILL.md", &skill), (file.as_str(), b"x")], &[]).await, "file name");
+        let v1 = format!("/v1/prompts/{}/{name}", f.bucket);
+        refused(&f.client.put_body(&v1, &owner, b"{}").await, "v1 prompt");
+        let form = reqwest::multipart::Form::new()
+            .part("file", reqwest::multipart::Part::bytes(b"x".to_vec()).file_name("x.txt"));
+        let v1_file = reqwest::Client::new()
+            .put(format!("{}/v1/files/{}/{name}", f.server.url, f.bucket))
+            .header("Api-Key", OWNER)
+            .multipart(form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(v1_file.status(), 400, "v1 file");
+    }
+    let put = f.put_skill("s", &[("SKILL.md", &skill)], &[]).await;
+    assert_eq!(put.status, 200, "{}", put.body);
+    let single = f.client.put_files(&format!("{}/files/{long}", f.url("s")), &owner, &[("x", b"x")]).await;
+    refused(&single, "single file");
+    // A path of short segments whose whole is over 900 bytes.
+    let deep = vec!["d".repeat(200); 5].join("/");
+    refused(&f.put_skill("s", &[("SKILL.md", &skill), (deep.as_str(), b"x")], &[]).await, "deep file path");
+    assert_eq!(f.get(&f.url("s")).await.etag(), put.etag(), "nothing changed");
+
+    // Long but within the limits: stored and listed.
+    let fine = "b".repeat(200);
+    assert_eq!(f.put_skill(&fine, &[("SKILL.md", &skill)], &[]).await.status, 200);
+    let listing = f.get(&f.metadata("")).await.json();
+    assert!(names(&listing).iter().any(|(name, _)| name == &fine), "{listing}");
+}
+
+/// DIAL's rules for file URLs, names, folder deletes and restores, as
+/// clients rely on them.
+#[tokio::test]
+async fn file_urls_names_folder_deletes_and_restores_follow_dial() {
+    let f = Fixture::start("[keys.admin-key]\nproject = \"ops\"\nroles = [\"admin\"]\n").await;
+    let skill = skill_md("s", "d");
+    let put = f.put_skill("s", &[("SKILL.md", &skill), ("data.txt", b"data")], &[]).await;
+    assert_eq!(put.status, 200, "{}", put.body);
+    let file = |path: &str| format!("{}/files/{path}", f.url("s"));
+    let owner = [("Api-Key", OWNER)];
+
+    // A trailing `/` names a folder of files: never the file of that name.
+    assert_eq!(f.client.delete(&file("data.txt/"), &owner).await.status, 400);
+    assert_eq!(f.client.put_files(&file("new.txt/"), &owner, &[("x", b"x")]).await.status, 400);
+    assert_eq!(f.get(&file("data.txt/")).await.status, 400);
+    assert_eq!(f.get(&file("data.txt")).await.body, "data", "still there");
+    assert_eq!(f.get(&file("new.txt")).await.status, 404, "not created");
+
+    // Names ending in `.` are refused in files as in resource names.
+    assert_eq!(f.client.put_files(&file("x."), &owner, &[("x", b"x")]).await.status, 400);
+    assert_eq!(f.put_skill("t", &[("SKILL.md", &skill), ("notes.", b"x")], &[]).await.status, 400);
+    assert_eq!(f.get(&f.url("s")).await.etag(), put.etag());
+
+    // DELETE of a folder honours If-Match with the etag its PUT answered.
+    let folder = f.client.put_empty(&f.url("empty/"), &owner).await;
+    assert_eq!(folder.status, 200);
+    let wrong = f.client.delete(&f.url("empty/"), &[("Api-Key", OWNER), ("If-Match", "\"nope\"")]).await;
+    assert_eq!(wrong.status, 412, "{}", wrong.body);
+    assert_eq!(f.get(&f.metadata("empty/")).await.status, 200, "kept");
+    let right = f.client.delete(&f.url("empty/"), &[("Api-Key", OWNER), ("If-Match", &folder.etag())]).await;
+    assert_eq!(right.status, 200, "{}", right.body);
+
+    // An admin may restore a deleted resource, as its owner may.
+    assert_eq!(f.client.delete(&f.url("s"), &owner).await.status, 200);
+    let body = serde_json::json!({"url": f.url("s").trim_start_matches("/v2/")}).to_string();
+    let restored = f.client.post("/v2/ops/skills/restore", &[("Api-Key", "admin-key")], &body).await;
+    assert_eq!(restored.status, 200, "{}", restored.body);
+    assert_eq!(f.get(&f.url("s")).await.etag(), put.etag());
+    assert_eq!(f.client.post("/v2/ops/skills/restore", &[("Api-Key", OTHER)], &body).await.status, 403);
+}
+
+/// A recursive listing holds every nested folder and resource (never files
+/// or version trees), and its pages, whatever their size, add up to the
+/// unpaged listing with each node once.
+#[tokio::test]
+async fn recursive_listings_hold_nested_folders_and_page_exactly() {
+    let f = Fixture::start("").await;
+    for path in ["tree/skill-a", "tree/sub/nested", "tree/sub/deeper/x", "tree/sub-b", "tree/z", "tree/b/c/d"] {
+        let name = path.rsplit('/').next().unwrap();
+        let reply = f.put_skill(path, &[("SKILL.md", &skill_md(name, "d")), ("docs/r.md", b"r")], &[]).await;
+        assert_eq!(reply.status, 200, "{path}: {}", reply.body);
+    }
+    for extra in 0..5 {
+        let path = format!("tree/m{extra}");
+        assert_eq!(f.put_skill(&path, &[("SKILL.md", &skill_md("m", "d"))], &[]).await.status, 200);
+    }
+    let urls = |page: &Value| -> Vec<String> {
+        page["items"].as_array().unwrap().iter().map(|i| i["url"].as_str().unwrap().to_string()).collect()
+    };
+    let all = f.get(&format!("{}?recursive=true", f.metadata("tree/"))).await.json();
+    let all = urls(&all);
+    let relative: Vec<String> = all.iter().map(|u| u.split("/tree/").nth(1).unwrap().to_string()).collect();
+    assert_eq!(
+        relative,
+        [
+            "b/",
+            "b/c/",
+            "b/c/d/",
+            "m0/",
+            "m1/",
+            "m2/",
+            "m3/",
+            "m4/",
+            "skill-a/",
+            "sub/",
+            "sub/deeper/",
+            "sub/deeper/x/",
+            "sub/nested/",
+            "sub-b/",
+            "z/"
+        ],
+        "every folder and resource, in pre-order; no files, no version trees"
+    );
+    for limit in [1, 2, 3, 9, 14, 15, 16] {
+        let mut paged = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut url = format!("{}?recursive=true&limit={limit}", f.metadata("tree/"));
+            if let Some(token) = &token {
+                url.push_str(&format!("&token={token}"));
+            }
+            let page = f.get(&url).await.json();
+            paged.extend(urls(&page));
+            match page.get("nextToken") {
+                Some(next) => token = Some(next.as_str().unwrap().to_string()),
+                None => break,
+            }
+            assert!(paged.len() <= all.len(), "limit {limit}: pages repeat: {paged:?}");
+        }
+        assert_eq!(paged, all, "limit {limit}");
+    }
+}
+
+/// `?permissions=true` adds the caller's effective permissions to the node
+/// and to each item: everything for the owner, what was granted for others.
+#[tokio::test]
+async fn metadata_carries_permissions_when_asked() {
+    let f = Fixture::start("").await;
+    assert_eq!(f.put_skill("team/s", &[("SKILL.md", &skill_md("s", "d"))], &[]).await.status, 200);
+    let share = serde_json::json!({"resources": [{"url": format!("skills/{}/team/", f.bucket)}]}).to_string();
+    let created = f.client.post("/v1/ops/resource/share/create", &[("Api-Key", OWNER)], &share).await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    let link = created.json()["invitationLink"].as_str().unwrap().to_string();
+    assert_eq!(f.client.get(&format!("{link}?accept=true"), &[("Api-Key", OTHER)]).await.status, 200);
+
+    for (key, expected) in [(OWNER, serde_json::json!(["READ", "WRITE"])), (OTHER, serde_json::json!(["READ"]))] {
+        let listing = f.client.get(&format!("{}?permissions=true", f.metadata("team/")), &[("Api-Key", key)]).await;
+        let listing = listing.json();
+        assert_eq!(listing["permissions"], expected, "{listing}");
+        assert_eq!(listing["items"][0]["permissions"], expected, "{listing}");
+        let item = f.client.get(&format!("{}?permissions=true", f.metadata("team/s")), &[("Api-Key", key)]).await;
+        assert_eq!(item.json()["permissions"], expected);
+        let files =
+            f.client.get(&format!("{}?permissions=true", f.metadata("team/s/files/")), &[("Api-Key", key)]).await;
+        assert_eq!(files.json()["items"][0]["permissions"], expected);
+    }
+    let plain = f.get(&f.metadata("team/")).await.json();
+    assert!(plain.get("permissions").is_none(), "only when asked: {plain}");
 }

@@ -52,6 +52,7 @@ use crate::folders::engine::now_ms;
 use crate::folders::marker::hex;
 use crate::locks::LockService;
 use crate::resource_url::ResourceUrl;
+use crate::storage::PathLimits;
 
 /// Trailer reads a listing keeps in flight.
 const LISTING_READ_AHEAD: usize = 16;
@@ -157,6 +158,7 @@ pub struct BlobService {
     /// Whether the store keeps empty directories (the local filesystem).
     keeps_empty_dirs: bool,
     upload_buffer: usize,
+    path_limits: PathLimits,
 }
 
 impl BlobService {
@@ -167,7 +169,22 @@ impl BlobService {
         limits: BlobLimits,
         keeps_empty_dirs: bool,
     ) -> Self {
-        Self { store, locks, events, limits, keeps_empty_dirs, upload_buffer: UPLOAD_BUFFER_BYTES }
+        Self {
+            store,
+            locks,
+            events,
+            limits,
+            keeps_empty_dirs,
+            upload_buffer: UPLOAD_BUFFER_BYTES,
+            path_limits: PathLimits::default(),
+        }
+    }
+
+    /// What the store cannot hold (the local disk's name length), refused
+    /// with a 400 before anything is written.
+    pub fn with_path_limits(mut self, limits: PathLimits) -> Self {
+        self.path_limits = limits;
+        self
     }
 
     /// Uploads above `bytes` go multipart (tests use small values; S3 needs
@@ -265,6 +282,7 @@ impl BlobService {
         if !target.group().is_json() {
             return Err(BlobError::BadRequest(format!("{} is not a JSON resource", target.url)));
         }
+        self.path_limits.check(target.path()).map_err(|e| BlobError::BadRequest(e.to_string()))?;
         let bytes = read_limited(body, declared_length, self.limits.max_size).await?;
         let content = match target.group() {
             BlobGroup::Applications => {
@@ -307,6 +325,7 @@ impl BlobService {
         if target.group() != BlobGroup::Files {
             return Err(BlobError::BadRequest(format!("{} is not a file", target.url)));
         }
+        self.path_limits.check(target.path()).map_err(|e| BlobError::BadRequest(e.to_string()))?;
         let content_type = check_content_type(content_type)?;
         // Fail fast on a condition that cannot hold; checked again at the commit.
         let current = self.read_stored(target.path()).await?;

@@ -25,7 +25,7 @@ use serde::Serialize;
 use tokio::io::AsyncWriteExt;
 
 use super::gc::GcJournal;
-use super::layout::{NodePaths, decode_part};
+use super::layout::{NodePaths, VERSIONS_DIR, decode_part};
 use super::marker::{FileRecord, FolderMarker, MarkerState, ResourceMarker, SCHEMA_VERSION, aggregate_etag, hex};
 use super::names::{NameError, check_file_path, check_no_file_folder_clash, check_node_segments};
 use crate::access::Shows;
@@ -38,10 +38,13 @@ use crate::handlers::{
     FileEntry, FileSource, Handler, HandlerError, Mutation, Problem, ReadError, ResourceInfo, Verdict,
 };
 use crate::locks::{LockError, LockGuard, LockService};
-use crate::resource_url::{ResourceUrl, UrlError};
+use crate::resource_url::{MAX_STORAGE_PATH_BYTES, ResourceUrl, UrlError};
+use crate::storage::{PathLimitError, PathLimits};
 
 /// Marker reads a listing keeps in flight.
 const LISTING_READ_AHEAD: usize = 16;
+/// Length of a version id ([`new_id`]).
+const VERSION_ID_LEN: usize = 36;
 /// How often a single-file change is rebuilt on a version another request
 /// committed meanwhile before it gives up with 409.
 const MAX_REBASES: usize = 4;
@@ -106,6 +109,12 @@ impl From<UrlError> for FolderError {
     }
 }
 
+impl From<PathLimitError> for FolderError {
+    fn from(error: PathLimitError) -> Self {
+        Self::BadRequest(error.to_string())
+    }
+}
+
 impl From<NameError> for FolderError {
     fn from(error: NameError) -> Self {
         Self::BadRequest(error.to_string())
@@ -132,6 +141,21 @@ impl Node {
 
     pub fn paths(&self) -> &NodePaths {
         &self.paths
+    }
+
+    /// Where a file of this resource is stored must fit every storage limit:
+    /// SPEC §2's 900 bytes for the whole (decoded) storage path, version
+    /// prefix included, and what the backend holds per path segment.
+    fn check_file_location(&self, path: &str, limits: &PathLimits) -> Result<(), FolderError> {
+        let node_path = self.url.storage_path(&self.location.to_string())?;
+        let file_path = format!("{node_path}/{VERSIONS_DIR}/{}/{path}", "0".repeat(VERSION_ID_LEN));
+        if file_path.len() > MAX_STORAGE_PATH_BYTES {
+            return Err(FolderError::BadRequest(format!(
+                "File path '{path}' is too long: the resource's storage path with it exceeds max allowed size: \
+                 {MAX_STORAGE_PATH_BYTES}"
+            )));
+        }
+        Ok(limits.check(&self.paths.file(&"0".repeat(VERSION_ID_LEN), path))?)
     }
 
     /// The URL of this node as a resource (no trailing slash).
@@ -186,6 +210,7 @@ pub struct Staging {
     /// Past it the staged version may already be judged garbage by the
     /// sweep: nothing more is written and the commit is refused.
     deadline: Deadline,
+    path_limits: PathLimits,
     store: Arc<dyn ObjectStore>,
 }
 
@@ -198,6 +223,7 @@ impl Staging {
         E: std::fmt::Display,
     {
         check_file_path(path)?;
+        self.node.check_file_location(path, &self.path_limits)?;
         if self.files.contains_key(path) {
             return Err(FolderError::BadRequest(format!("File '{path}' appears twice in the upload")));
         }
@@ -348,6 +374,7 @@ pub struct FolderEngine {
     journal: GcJournal,
     config: FoldersConfig,
     type_settings: BTreeMap<String, TypeSettings>,
+    path_limits: PathLimits,
 }
 
 impl FolderEngine {
@@ -359,7 +386,14 @@ impl FolderEngine {
         type_settings: BTreeMap<String, TypeSettings>,
     ) -> Self {
         let journal = GcJournal::new(store.clone());
-        Self { store, locks, events, journal, config, type_settings }
+        Self { store, locks, events, journal, config, type_settings, path_limits: PathLimits::default() }
+    }
+
+    /// What the store cannot hold (the local disk's name length), refused
+    /// with a 400 before anything is written.
+    pub fn with_path_limits(mut self, limits: PathLimits) -> Self {
+        self.path_limits = limits;
+        self
     }
 
     pub fn store(&self) -> &Arc<dyn ObjectStore> {
@@ -469,6 +503,7 @@ impl FolderEngine {
         if node.url.is_folder() {
             return Err(FolderError::BadRequest(format!("Folder not allowed: {}", node.url)));
         }
+        self.path_limits.check(&node.paths.resource_marker())?;
         // Fail fast on a create-only request that cannot succeed.
         let current = self.live_marker(node).await?;
         conditions.check_write(current.as_ref().map(|m| m.etag.as_str()))?;
@@ -481,6 +516,7 @@ impl FolderEngine {
             files: BTreeMap::new(),
             limits: self.limits(handler),
             deadline,
+            path_limits: self.path_limits,
             store: self.store.clone(),
         })
     }
@@ -738,6 +774,7 @@ impl FolderEngine {
             return Err(FolderError::NotFound(format!("{}/files/{path}", node.item_url())));
         }
         if op == Mutation::Put {
+            node.check_file_location(path, &self.path_limits)?;
             check_no_file_folder_clash(based_on.marker.files.keys(), path)?;
         }
         if let Err(problem) = handler.validate_file_mutation(path, op).await? {
@@ -864,6 +901,7 @@ impl FolderEngine {
         if node.url.is_bucket_root() {
             return Err(FolderError::BadRequest("The bucket root always exists".into()));
         }
+        self.path_limits.check(&node.paths.folder_marker())?;
         let lock = self.locks.acquire(&node.bucket_lock_key()).await?;
         self.check_structure_for_create(node).await?;
         if self.read_folder_marker(node).await?.is_some() {
@@ -884,12 +922,18 @@ impl FolderEngine {
         Ok(marker)
     }
 
-    /// Deletes an empty DIAL folder; never cascades.
-    pub async fn delete_folder(&self, node: &Node) -> Result<(), FolderError> {
+    /// Deletes an empty DIAL folder; never cascades. `If-Match` compares
+    /// the folder's etag (the one its PUT answered).
+    pub async fn delete_folder(&self, node: &Node, conditions: &Preconditions) -> Result<(), FolderError> {
         let _lock = self.locks.acquire(&node.bucket_lock_key()).await?;
-        if node.url.is_bucket_root() || self.read_folder_marker(node).await?.is_none() {
+        let marker = match node.url.is_bucket_root() {
+            true => None,
+            false => self.read_folder_marker(node).await?,
+        };
+        let Some(marker) = marker else {
             return Err(FolderError::NotFound(node.url.to_string()));
-        }
+        };
+        conditions.check_write(Some(&marker.marker.etag()))?;
         let listing = self.list_children(node, None, 1, &|_| true).await?;
         if !listing.items.is_empty() {
             return Err(FolderError::FolderNotEmpty(node.url.to_string()));
@@ -1013,8 +1057,14 @@ impl FolderEngine {
         Ok(None)
     }
 
-    /// Every resource below `node`, depth-first in name order; the token is
-    /// the relative path of the last one returned.
+    /// Every folder and resource below `node` (never files or version
+    /// trees), in pre-order by name: a folder, then everything in it, then
+    /// its next sibling. That order is the order of relative paths compared
+    /// segment by segment, so the token — the relative path of the last node
+    /// returned — resumes exactly after it: pages together are the unpaged
+    /// listing, each node once. Subtrees wholly before the token are not
+    /// read at all; folders the caller may not see are not entered (public
+    /// rules apply along ancestors, so nothing below them shows either).
     async fn list_recursive(
         &self,
         node: &Node,
@@ -1022,37 +1072,42 @@ impl FolderEngine {
         limit: usize,
         shows: &Shows<'_>,
     ) -> Result<Listing, FolderError> {
+        let after: Option<Vec<String>> = token.map(|t| t.split('/').map(str::to_owned).collect());
         let mut items = Vec::new();
-        let mut stack = vec![(node.clone(), String::new())];
-        let mut next_token = None;
-        while let Some((folder, prefix)) = stack.pop() {
-            let children = self.list_children(&folder, None, usize::MAX, &|_| true).await?;
-            let mut subfolders = Vec::new();
-            for child in children.items {
-                let (name, is_folder) = match &child {
-                    ListedNode::Resource { url, .. } => (url.name().unwrap_or_default().to_string(), false),
-                    ListedNode::Folder { url, .. } => (url.name().unwrap_or_default().to_string(), true),
-                    _ => continue,
-                };
-                let relative = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
-                if is_folder {
-                    subfolders.push((folder_child(&folder, &name)?, relative));
-                    continue;
-                }
-                if token.is_some_and(|t| relative.as_str() <= t) || !shows(child.url()) {
-                    continue;
-                }
+        let mut last: Vec<String> = Vec::new();
+        let root_children = self.list_children(node, None, usize::MAX, &|_| true).await?.items;
+        // Each level: the folder's node, its relative path, its children left.
+        let mut stack = vec![(node.clone(), Vec::<String>::new(), root_children.into_iter())];
+        while let Some((folder, relative, children)) = stack.last_mut() {
+            let Some(child) = children.next() else {
+                stack.pop();
+                continue;
+            };
+            let (name, is_folder) = match &child {
+                ListedNode::Resource { url, .. } => (url.name().unwrap_or_default().to_string(), false),
+                ListedNode::Folder { url, .. } => (url.name().unwrap_or_default().to_string(), true),
+                _ => continue,
+            };
+            let mut path = relative.clone();
+            path.push(name.clone());
+            let done = after.as_ref().is_some_and(|after| path <= *after);
+            let shown = shows(child.url());
+            if !done && shown {
                 if items.len() == limit {
-                    next_token = Some(last_relative(&items, node));
-                    return Ok(Listing { items, next_token });
+                    return Ok(Listing { items, next_token: Some(last.join("/")) });
                 }
                 items.push(child);
+                last.clone_from(&path);
             }
-            subfolders.reverse();
-            stack.extend(subfolders);
+            // Enter a folder unless all of it comes before the token.
+            let token_inside = after.as_ref().is_some_and(|after| after.starts_with(&path));
+            if is_folder && shown && (!done || token_inside) {
+                let subfolder = folder_child(folder, &name)?;
+                let grandchildren = self.list_children(&subfolder, None, usize::MAX, &|_| true).await?.items;
+                stack.push((subfolder, path, grandchildren.into_iter()));
+            }
         }
-        next_token.take();
-        Ok(Listing { items, next_token })
+        Ok(Listing { items, next_token: None })
     }
 
     /// Files of the current version under `dir` (the resource root when
@@ -1154,13 +1209,6 @@ fn last_name(items: &[ListedNode]) -> String {
         Some(ListedNode::Resource { url, .. } | ListedNode::Folder { url, .. }) => {
             url.name().unwrap_or_default().into()
         }
-        _ => String::new(),
-    }
-}
-
-fn last_relative(items: &[ListedNode], root: &Node) -> String {
-    match items.last() {
-        Some(ListedNode::Resource { url, .. }) => url.segments()[root.url.segments().len()..].join("/"),
         _ => String::new(),
     }
 }

@@ -96,6 +96,11 @@ impl FolderMarker {
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("a folder marker always serialises")
     }
+
+    /// A folder's etag: the MD5 of its marker (what its PUT answered).
+    pub fn etag(&self) -> String {
+        md5_hex(&self.to_json())
+    }
 }
 
 /// MD5 hex of bytes: the etag of one file or JSON document.

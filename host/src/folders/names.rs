@@ -54,6 +54,8 @@ pub fn check_file_path(path: &str) -> Result<(), NameError> {
             "" => return bad("it has an empty segment"),
             "." | ".." => return bad("it has a . or .. segment"),
             RESOURCE_MARKER | FOLDER_MARKER => return bad("marker names are reserved"),
+            // As for resource names (SPEC §2): some stores cannot hold them.
+            _ if segment.ends_with('.') => return bad("a name in it ends with . (dot)"),
             _ => {}
         }
     }
@@ -120,6 +122,8 @@ mod tests {
             "a\nb",
             "C:/Users/me/run.bat",
             "c:run.bat",
+            "x.",
+            "docs./a.md",
         ] {
             assert!(check_file_path(bad).is_err(), "{bad:?} should be refused");
         }

@@ -49,6 +49,11 @@ impl Link {
 /// optionally with a leading `/`, `v1/`, `v2/` or `metadata/`.
 pub fn parse_link(state: &AppState, raw: &str) -> Result<Link, ApiError> {
     let incorrect = || ApiError::bad_request(format!("Incorrect resource link provided {raw}"));
+    // A link is URL-encoded: a raw space (or anything else a URL path cannot
+    // hold as it is) is refused, not silently encoded.
+    if !raw.bytes().all(|b| b.is_ascii_graphic() && !b"\"<>\\^`{|}".contains(&b)) {
+        return Err(incorrect());
+    }
     let mut text = raw.trim_start_matches('/');
     for prefix in ["v1/", "v2/"] {
         text = text.strip_prefix(prefix).unwrap_or(text);

@@ -27,7 +27,8 @@ use crate::etag::{EtagMatch, Preconditions};
 use crate::folders::engine::now_ms;
 use crate::publication::rules::{PublicRules, Rule, RulesDocument};
 use crate::publication::{Action, Publication, PublicationResource, PublicationStore, Status, parse_publication_url};
-use crate::resource_url::{Intent, ResourceUrl};
+use crate::resource_url::{Intent, ResourceUrl, SEGMENT_ESCAPES};
+use percent_encoding::utf8_percent_encode;
 
 fn body<T: DeserializeOwned>(bytes: &Bytes, what: &str) -> Result<T, ApiError> {
     serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("{what}. Incorrect body: {e}")))
@@ -158,8 +159,14 @@ pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes)
                 if exists {
                     return Err(ApiError::bad_request(format!("Target resource already exists: {target_raw}")));
                 }
-                let suffix = target.key()[target.url.group().len() + "/public/".len()..].to_string();
-                let review = catalog::parse_link(&state, &format!("{}/{review_bucket}/{suffix}", target.url.group()))?;
+                // As DIAL: the review copy is named by the target's path below
+                // the target folder (`skills/<review bucket>/pdf`).
+                let below: Vec<String> = target.url.segments()[folder_segments.len()..]
+                    .iter()
+                    .map(|segment| utf8_percent_encode(segment, SEGMENT_ESCAPES).to_string())
+                    .collect();
+                let review_raw = format!("{}/{review_bucket}/{}", target.url.group(), below.join("/"));
+                let review = catalog::parse_link(&state, &review_raw)?;
                 planned.push(Planned { action, source: Some(source), target, review: Some(review) });
             }
             Action::Delete => {

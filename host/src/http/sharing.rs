@@ -20,9 +20,14 @@ use super::error::ApiError;
 use crate::auth::Caller;
 use crate::sharing::{Access, Invitation, SharedResource};
 
-/// JSON bodies are accepted whatever the Content-Type says.
+/// JSON bodies are accepted whatever the Content-Type says; one that does
+/// not parse gets DIAL's exact message (clients match on it), and the
+/// parser's detail goes to the log.
 fn body<T: DeserializeOwned>(bytes: &Bytes, what: &str) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("{what}. Incorrect body: {e}")))
+    serde_json::from_slice(bytes).map_err(|error| {
+        tracing::debug!(%error, "{what}");
+        ApiError::bad_request(format!("{what}. Incorrect body"))
+    })
 }
 
 #[derive(Deserialize)]
@@ -82,9 +87,7 @@ pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes)
         if !seen.insert(link.key()) {
             return Err(ApiError::bad_request(format!("Duplicated resource: {}", resource.url)));
         }
-        if !catalog::exists(&state, &link).await? {
-            return Err(ApiError::not_found(&link.key()));
-        }
+        // Links may be made ahead of the resource, as in DIAL.
         let permissions = permissions(resource.permissions.as_ref(), true)?.expect("defaults to READ");
         let (ttl, mut max_users) = state.access().sharing().limit_for(&caller, &link.kind.resource_type());
         if let Some(asked) = request.max_accepted_users.filter(|n| *n >= 0) {
@@ -232,10 +235,12 @@ pub async fn copy(State(state): State<AppState>, caller: Caller, bytes: Bytes) -
     let message = "Resource {url} does not belong to the user";
     let source = own_link(&state, &caller, &request.source_url, message).await?;
     let destination = own_link(&state, &caller, &request.destination_url, message).await?;
-    for link in [&source, &destination] {
-        if !catalog::exists(&state, link).await? {
-            return Err(ApiError::not_found(&link.key()));
-        }
+    // As DIAL: a missing source is a bad request, a missing destination not found.
+    if !catalog::exists(&state, &source).await? {
+        return Err(ApiError::bad_request(format!("Source resource {} does not exist", source.key())));
+    }
+    if !catalog::exists(&state, &destination).await? {
+        return Err(ApiError::not_found(&destination.key()));
     }
     state.access().sharing().copy(&caller.bucket_location(), &source.key(), &destination.key()).await?;
     Ok(StatusCode::OK)

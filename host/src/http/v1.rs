@@ -14,6 +14,7 @@ use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
 use futures_util::StreamExt;
+use serde_json::Value;
 
 use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
@@ -151,17 +152,30 @@ pub async fn metadata(
 ) -> Result<Response, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v1/metadata/"), Intent::Read, Permission::Read).await?;
     let (limit, recursive) = list_parameters(&query)?;
-    let (body, etag) = if target.url.is_folder() {
+    let with_permissions = query.get("permissions").is_some_and(|p| p.eq_ignore_ascii_case("true"));
+    let permissions_of = async |url: &ResourceUrl| -> Result<Value, ApiError> {
+        Ok(state.access().permission_names(&caller, Resource { url, location: &target.location }).await?)
+    };
+    let (mut body, etag) = if target.url.is_folder() {
         let token = query.get("token").map(String::as_str).filter(|t| !t.is_empty());
         // In `public`, a non-admin sees only what the folder rules admit.
         let filter = state.access().listing_filter(&caller, &target.location).await?;
         let shows = |url: &ResourceUrl| filter.shows(&caller, url);
         let listing = state.blobs().list(&target, recursive, token, limit, &shows).await?;
-        (folder_json(&target.url, target.group(), &listing), None)
+        let mut body = folder_json(&target.url, target.group(), &listing);
+        if with_permissions && let Some(items) = body["items"].as_array_mut() {
+            for (json, item) in items.iter_mut().zip(&listing.items) {
+                json["permissions"] = permissions_of(item.url()).await?;
+            }
+        }
+        (body, None)
     } else {
         let meta = state.blobs().metadata(&target).await?;
         (item_json(&target.url, target.group(), &meta, true), Some(meta.etag))
     };
+    if with_permissions {
+        body["permissions"] = permissions_of(&target.url).await?;
+    }
     let accepts_metadata_mime = headers
         .get(header::ACCEPT)
         .and_then(|value| value.to_str().ok())

@@ -23,7 +23,6 @@ use crate::etag::Preconditions;
 use crate::folders::Node;
 use crate::folders::archive::stream_zip;
 use crate::folders::listing_json::{folder_json, node_json, resource_json};
-use crate::folders::marker::md5_hex;
 use crate::folders::names::FILES_SEGMENT;
 use crate::handlers::Handler;
 use crate::resource_url::{Intent, ResourceUrl};
@@ -37,6 +36,22 @@ struct Target {
     node: Node,
     handler: Handler,
     file: Option<String>,
+    /// The file part of the URL ended in `/`: it names a folder of files.
+    file_folder: bool,
+}
+
+impl Target {
+    /// The file a GET, PUT or DELETE of one file addresses; a URL ending in
+    /// `/` names a folder of files, which only listings take.
+    fn single_file(&self) -> Result<Option<&str>, ApiError> {
+        match &self.file {
+            Some(file) if self.file_folder => Err(ApiError::bad_request(format!(
+                "{}/files/{file}/ names a folder of files: a file's URL has no trailing /",
+                self.node.url.as_item().unwrap_or_else(|| self.node.url.clone())
+            ))),
+            file => Ok(file.as_deref()),
+        }
+    }
 }
 
 /// Parses `<group>/<bucket>/<path>[/files/<file>]` (raw) and checks access.
@@ -47,18 +62,31 @@ async fn resolve(
     intent: Intent,
     permission: Permission,
 ) -> Result<Target, ApiError> {
+    let target = locate(state, raw, intent)?;
+    check_access(state, caller, &target.node, permission).await?;
+    Ok(target)
+}
+
+/// The one access check of a v2 node, on the URL access decisions use.
+async fn check_access(state: &AppState, caller: &Caller, node: &Node, permission: Permission) -> Result<(), ApiError> {
+    let checked = state.folders().access_url(node).await?;
+    state.access().check(caller, Resource { url: &checked, location: &node.location }, permission).await?;
+    Ok(())
+}
+
+/// Parses a v2 path without deciding access.
+fn locate(state: &AppState, raw: &str, intent: Intent) -> Result<Target, ApiError> {
     let (resource_raw, file_raw) = split_files(raw);
     let url = ResourceUrl::parse(resource_raw, intent)?;
     let handler = state.handlers().get(url.group()).ok_or_else(|| ApiError::not_found(&format!("/v2/{raw}")))?;
     let location = state.buckets().decode(url.bucket())?;
     let node = Node::new(url, location)?;
-    let checked = state.folders().access_url(&node).await?;
-    state.access().check(caller, Resource { url: &checked, location: &node.location }, permission).await?;
     let file = match file_raw {
         Some(raw_file) => Some(decode_file_path(raw_file)?),
         None => None,
     };
-    Ok(Target { node, handler, file })
+    let file_folder = file_raw.is_some_and(|raw| raw.ends_with('/'));
+    Ok(Target { node, handler, file, file_folder })
 }
 
 /// Splits at the first `files` segment after `<group>/<bucket>/`.
@@ -98,8 +126,9 @@ pub async fn get(
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Read).await?;
     let conditions = Preconditions::from_headers(&headers);
     let engine = state.folders();
+    let file = target.single_file()?;
     let marker = engine.resource_for_read(&target.node).await?;
-    match target.file {
+    match file {
         None => {
             if conditions.not_modified(&marker.etag) {
                 return Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &marker.etag));
@@ -118,13 +147,13 @@ pub async fn get(
             Ok(with_etag(response, &etag))
         }
         Some(file) => {
-            let (object, record) = engine.file_path(&target.node, &marker, &file)?;
+            let (object, record) = engine.file_path(&target.node, &marker, file)?;
             if conditions.not_modified(&record.etag) {
                 return Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &record.etag));
             }
             let stream = engine.store().get(&object).await.map_err(crate::folders::FolderError::from)?.into_stream();
             let response = (
-                file_headers(content_type_of(&file), record.size),
+                file_headers(content_type_of(file), record.size),
                 Body::from_stream(stream.map(|chunk| chunk.map_err(std::io::Error::other))),
             )
                 .into_response();
@@ -163,9 +192,10 @@ pub async fn put(
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Write, Permission::Write).await?;
     let conditions = Preconditions::from_headers(&headers);
     let engine = state.folders();
+    target.single_file()?;
     if target.file.is_none() && target.node.url.is_folder() {
         let marker = engine.create_folder(&target.node, Some(caller.author_name())).await?;
-        let etag = md5_hex(&marker.to_json());
+        let etag = marker.etag();
         let body = Json(folder_json(&target.node.url, Some(&marker)));
         return Ok(with_etag(body.into_response(), &etag));
     }
@@ -219,14 +249,14 @@ pub async fn delete(
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Write).await?;
     let conditions = Preconditions::from_headers(&headers);
     let engine = state.folders();
-    match &target.file {
+    match target.single_file()? {
         Some(file) => {
             let committed = engine.delete_file(&target.node, file, &target.handler, &conditions).await?;
             let body = Json(resource_json(&target.node.url, &committed.marker));
             Ok(with_etag(body.into_response(), &committed.marker.etag))
         }
         None if target.node.url.is_folder() => {
-            engine.delete_folder(&target.node).await?;
+            engine.delete_folder(&target.node, &conditions).await?;
             state.access().sharing().forget(&target.node.location, &target.node.url.to_string()).await?;
             Ok(StatusCode::OK.into_response())
         }
@@ -244,6 +274,8 @@ pub struct ListQuery {
     limit: Option<usize>,
     token: Option<String>,
     recursive: Option<bool>,
+    /// Add the caller's `permissions` to the node and to every item.
+    permissions: Option<bool>,
 }
 
 /// `GET /v2/metadata/{g}/{b}/{path}[/]` and `…/{resource}/files[/{dir}]`.
@@ -259,14 +291,26 @@ pub async fn metadata(
         return Err(ApiError::bad_request(format!("limit must be between 1 and {MAX_LIMIT}")));
     }
     let recursive = query.recursive.unwrap_or(false);
+    let with_permissions = query.permissions.unwrap_or(false);
     let engine = state.folders();
     let url = &target.node.url;
+    let location = &target.node.location;
+    // Resources are asked about by their item URL (files share their
+    // resource's permissions), folders by theirs.
+    let permissions_of = async |url: &ResourceUrl| -> Result<Value, ApiError> {
+        Ok(state.access().permission_names(&caller, Resource { url, location }).await?)
+    };
 
     if let Some(dir) = &target.file {
         let marker = engine.live_marker(&target.node).await?.ok_or_else(|| ApiError::not_found(&url.to_string()))?;
-        let items: Vec<Value> =
+        let mut items: Vec<Value> =
             engine.list_files(&target.node, &marker, dir, recursive)?.iter().map(node_json).collect();
         let mut node = resource_json(url, &marker);
+        if with_permissions {
+            let permissions = permissions_of(&engine.access_url(&target.node).await?).await?;
+            items.iter_mut().for_each(|item| item["permissions"] = permissions.clone());
+            node["permissions"] = permissions;
+        }
         node["items"] = json!(items);
         return Ok(Json(node));
     }
@@ -275,7 +319,11 @@ pub async fn metadata(
     if !url.is_bucket_root()
         && let Some(marker) = engine.live_marker(&target.node).await?
     {
-        return Ok(Json(resource_json(url, &marker)));
+        let mut node = resource_json(url, &marker);
+        if with_permissions {
+            node["permissions"] = permissions_of(&engine.access_url(&target.node).await?).await?;
+        }
+        return Ok(Json(node));
     }
     let folder = if url.is_folder() { target.node.clone() } else { as_folder(&target.node)? };
     let token = match &query.token {
@@ -287,7 +335,18 @@ pub async fn metadata(
     let shows = |url: &ResourceUrl| filter.shows(&caller, url);
     let listing = engine.list(&folder, recursive, token.as_deref(), limit, &shows).await?;
     let mut node = folder_json(&folder.url, None);
-    node["items"] = json!(listing.items.iter().map(node_json).collect::<Vec<_>>());
+    let mut items = Vec::with_capacity(listing.items.len());
+    for item in &listing.items {
+        let mut json = node_json(item);
+        if with_permissions {
+            json["permissions"] = permissions_of(item.url()).await?;
+        }
+        items.push(json);
+    }
+    if with_permissions {
+        node["permissions"] = permissions_of(&folder.url).await?;
+    }
+    node["items"] = json!(items);
     if let Some(token) = listing.next_token {
         node["nextToken"] = json!(bs58::encode(token.as_bytes()).into_string());
     }
@@ -323,8 +382,11 @@ pub async fn restore(
 ) -> Result<Response, ApiError> {
     let request: RestoreRequest =
         serde_json::from_str(&body).map_err(|e| ApiError::bad_request(format!("Failed to parse json: {e}")))?;
-    let target =
-        resolve(&state, &caller, request.url.trim_start_matches('/'), Intent::Write, Permission::Write).await?;
+    let target = locate(&state, request.url.trim_start_matches('/'), Intent::Write)?;
+    // The owner or an admin (SPEC §4): admins hold no write on users' buckets.
+    if !caller.is_admin {
+        check_access(&state, &caller, &target.node, Permission::Write).await?;
+    }
     if target.node.url.group() != group {
         return Err(ApiError::bad_request(format!("{} is not a {group} resource", target.node.url)));
     }
