@@ -343,3 +343,22 @@ async fn other_users_get_403_everywhere_and_forged_buckets_400() {
     assert_eq!(f.client.get(&format!("/v2/unknown/{}/s", f.bucket), &[("Api-Key", OWNER)]).await.status, 404);
     drop(f.server);
 }
+
+#[tokio::test]
+async fn a_single_file_put_is_exactly_one_part() {
+    let f = Fixture::start("").await;
+    let files: &[(&str, &[u8])] = &[("SKILL.md", &skill_md("s", "d")), ("a.md", b"# A\n")];
+    let etag = f.put_skill("s", files, &[]).await.etag();
+    let url = f.url("s/files/a.md");
+
+    let two = f.client.put_files(&url, &[("Api-Key", OWNER)], &[("a.md", b"new A"), ("b.md", b"B")]).await;
+    assert_eq!((two.status, two.body.as_str()), (400, "Exactly one file part is required"));
+    // No parts: only the closing delimiter.
+    let headers = [("Api-Key", OWNER), ("Content-Type", "multipart/form-data; boundary=B")];
+    let none = f.client.send_raw("PUT", &url, &headers, vec![bytes::Bytes::from("--B--\r\n")]).await;
+    assert_eq!((none.status, none.body.as_str()), (400, "Exactly one file part is required"));
+
+    assert_eq!(f.get(&f.url("s")).await.etag(), etag, "nothing changed");
+    assert_eq!(f.get(&url).await.bytes, b"# A\n");
+    assert_eq!(f.get(&f.url("s/files/b.md")).await.status, 404);
+}
