@@ -482,3 +482,20 @@ async fn a_file_upload_is_exactly_one_file_part() {
     assert_eq!(reply.status, 400, "{}", reply.body);
     assert_eq!(f.get(&created, &[]).await.status, 404);
 }
+
+#[tokio::test]
+async fn json_documents_must_be_utf8() {
+    let f = Fixture::start().await;
+    for (group, body) in [
+        ("prompts", &b"{\"id\": \"\xff\xfe\"}"[..]),
+        ("conversations", &b"{\"id\": \"\xff\xfe\"}"[..]),
+        ("applications", &b"{\"endpoint\": \"http://a\", \"description\": \"\xc3\"}"[..]),
+    ] {
+        let url = f.url(group, "not-utf8");
+        let reply = f.put_body(&url, &[("Content-Type", "application/json")], body.to_vec()).await;
+        assert_eq!(reply.status, 400, "{group}: {}", reply.body);
+        assert!(reply.body.starts_with("Failed to parse json: "), "{group}: {}", reply.body);
+        assert!(reply.body.contains("UTF-8"), "{group}: {}", reply.body);
+        assert_eq!(f.get(&url, &[]).await.status, 404, "{group}: nothing stored");
+    }
+}
