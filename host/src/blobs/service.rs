@@ -41,6 +41,7 @@ use object_store::{
     PutPayload, UpdateVersion, WriteMultipart,
 };
 use percent_encoding::percent_decode_str;
+use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
 
 use super::application::normalize_application;
@@ -841,9 +842,8 @@ fn json_content(group: BlobGroup, body: Bytes) -> Result<Bytes, BlobError> {
     })?;
     match group {
         BlobGroup::Applications => {
-            let definition: serde_json::Value = parse_json(text)?;
-            let normalized = normalize_application(definition)?;
-            Ok(Bytes::from(serde_json::to_vec(&normalized).expect("a JSON value always serialises")))
+            let definition: &RawValue = parse_json(text)?;
+            Ok(Bytes::from(normalize_application(definition)?))
         }
         _ => {
             let _: serde::de::IgnoredAny = parse_json(text)?;
