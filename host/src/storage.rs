@@ -366,13 +366,7 @@ impl<S: ObjectStore> ObjectStore for SerializedUpdates<S> {
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        match self.inner.list_with_delimiter(prefix).await {
-            // Nothing can be stored below a file or under a name too long to exist.
-            Err(error) if cannot_exist(&error) => {
-                Ok(ListResult { common_prefixes: vec![], objects: vec![], extensions: Default::default() })
-            }
-            other => other,
-        }
+        self.inner.list_with_delimiter(prefix).await
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {

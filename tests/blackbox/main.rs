@@ -4,6 +4,7 @@ mod auth;
 mod cli;
 mod example_handler;
 mod handler_reload;
+mod limits;
 mod publication;
 #[path = "../services.rs"]
 mod services;

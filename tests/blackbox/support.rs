@@ -122,6 +122,30 @@ impl Server {
     pub fn client(&self) -> Client {
         Client { base: self.url.clone(), http: reqwest::Client::new() }
     }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resets the server's peak resident set size (`VmHWM`) to its current
+    /// size and returns that size in KiB, so a later
+    /// [`Server::peak_rss_kib`] measures only what happens in between.
+    pub fn reset_peak_rss(&self) -> u64 {
+        std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5").expect("reset VmHWM");
+        self.memory_kib("VmRSS:")
+    }
+
+    /// The server's peak resident set size (`VmHWM`) in KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        self.memory_kib("VmHWM:")
+    }
+
+    fn memory_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("read /proc status");
+        let line = status.lines().find_map(|line| line.strip_prefix(field)).unwrap_or_else(|| panic!("no {field}"));
+        line.trim().trim_end_matches("kB").trim().parse().expect("a size in kB")
+    }
 }
 
 impl Drop for Server {
@@ -212,6 +236,42 @@ impl Client {
         format!("{}{path}", self.base)
     }
 
+    /// Sends one request over a plain socket, reading the reply while the
+    /// body is still being written. A server that refuses an upload early
+    /// answers and stops reading; an HTTP client would report the broken
+    /// connection instead of the reply, this reads the reply and stops
+    /// writing. `Content-Length` is the sum of the chunks.
+    pub async fn send_raw(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Vec<bytes::Bytes>) -> Reply {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let address = self.base.strip_prefix("http://").expect("an http:// server URL").to_string();
+        let (mut reader, mut writer) = tokio::net::TcpStream::connect(&address).await.expect("connect").into_split();
+        let length: usize = body.iter().map(bytes::Bytes::len).sum();
+        let mut head =
+            format!("{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: {length}\r\nConnection: close\r\n");
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        // The writer is handed back, not dropped: dropping it half-closes
+        // the connection, and the server then drops the request unanswered.
+        let sending = tokio::spawn(async move {
+            writer.write_all(head.as_bytes()).await?;
+            for chunk in body {
+                writer.write_all(&chunk).await?;
+            }
+            std::io::Result::Ok(writer)
+        });
+        // Until the server closes the connection; a reset after the reply is
+        // the server dropping what it did not read.
+        let mut received = Vec::new();
+        let mut buffer = vec![0u8; 64 << 10];
+        while let Ok(read @ 1..) = reader.read(&mut buffer).await {
+            received.extend_from_slice(&buffer[..read]);
+        }
+        sending.abort();
+        parse_raw_reply(&received)
+    }
+
     async fn send(&self, mut request: reqwest::RequestBuilder, headers: &[(&str, &str)]) -> Reply {
         for (name, value) in headers {
             request = request.header(*name, *value);
@@ -223,6 +283,33 @@ impl Client {
         let body = String::from_utf8_lossy(&bytes).into_owned();
         Reply { status, headers, body, bytes }
     }
+}
+
+/// An HTTP/1.1 reply read from a socket (`Connection: close`, so the body
+/// runs to the end unless `Content-Length` says otherwise).
+fn parse_raw_reply(received: &[u8]) -> Reply {
+    let end = received.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or_else(|| {
+        panic!("no complete reply ({} bytes): {}", received.len(), String::from_utf8_lossy(received))
+    });
+    let head = String::from_utf8_lossy(&received[..end]);
+    let mut lines = head.split("\r\n");
+    let status = lines.next().and_then(|line| line.split(' ').nth(1)).and_then(|code| code.parse().ok());
+    let status = status.unwrap_or_else(|| panic!("no status line: {head}"));
+    let mut headers = reqwest::header::HeaderMap::new();
+    for line in lines {
+        if let Some((name, value)) = line.split_once(':')
+            && let (Ok(name), Ok(value)) = (
+                reqwest::header::HeaderName::try_from(name.trim()),
+                reqwest::header::HeaderValue::try_from(value.trim()),
+            )
+        {
+            headers.insert(name, value);
+        }
+    }
+    let body = &received[end + 4..];
+    let length = headers.get("content-length").and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    let bytes = body[..length.unwrap_or(body.len()).min(body.len())].to_vec();
+    Reply { status, headers, body: String::from_utf8_lossy(&bytes).into_owned(), bytes }
 }
 
 /// A user calling with an HS256 bearer token (`sub` = id, `roles`).

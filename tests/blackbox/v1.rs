@@ -506,3 +506,54 @@ async fn served_files_are_never_rendered_as_pages() {
         assert_eq!(disposition.starts_with("attachment"), active, "{name}: {disposition}");
     }
 }
+
+#[tokio::test]
+async fn a_file_upload_is_exactly_one_file_part() {
+    let f = Fixture::start().await;
+    let url = f.url("files", "one.txt");
+    let etag = f.put_text_file("one.txt", "first").await.etag();
+    let file = |name: &str, text: &str| reqwest::multipart::Part::text(text.to_string()).file_name(name.to_string());
+    let put =
+        |form: reqwest::multipart::Form| send(f.request(reqwest::Method::PUT, &url, &with_owner(&[])).multipart(form));
+
+    let two_files =
+        reqwest::multipart::Form::new().part("a", file("a.txt", "second")).part("b", file("b.txt", "third"));
+    let reply = put(two_files).await;
+    assert_eq!((reply.status, reply.body.as_str()), (400, "Exactly one file part is required"));
+    let kept = f.get(&url, &[]).await;
+    assert_eq!((kept.body.as_str(), kept.etag()), ("first", etag.clone()), "the first file is not stored alone");
+
+    let no_file = reqwest::multipart::Form::new().text("note", "not a file");
+    let reply = put(no_file).await;
+    assert_eq!((reply.status, reply.body.as_str()), (400, "Exactly one file part is required"));
+
+    // Form fields (parts without a filename) are ignored wherever they are, as in DIAL.
+    let with_fields =
+        reqwest::multipart::Form::new().text("before", "x").part("file", file("a.txt", "second")).text("after", "y");
+    let reply = put(with_fields).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(f.get(&url, &[]).await.body, "second");
+
+    let created = f.url("files", "two.txt");
+    let two_files = reqwest::multipart::Form::new().part("a", file("a.txt", "a")).part("b", file("b.txt", "b"));
+    let reply = send(f.request(reqwest::Method::PUT, &created, &with_owner(&[])).multipart(two_files)).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(f.get(&created, &[]).await.status, 404);
+}
+
+#[tokio::test]
+async fn json_documents_must_be_utf8() {
+    let f = Fixture::start().await;
+    for (group, body) in [
+        ("prompts", &b"{\"id\": \"\xff\xfe\"}"[..]),
+        ("conversations", &b"{\"id\": \"\xff\xfe\"}"[..]),
+        ("applications", &b"{\"endpoint\": \"http://a\", \"description\": \"\xc3\"}"[..]),
+    ] {
+        let url = f.url(group, "not-utf8");
+        let reply = f.put_body(&url, &[("Content-Type", "application/json")], body.to_vec()).await;
+        assert_eq!(reply.status, 400, "{group}: {}", reply.body);
+        assert!(reply.body.starts_with("Failed to parse json: "), "{group}: {}", reply.body);
+        assert!(reply.body.contains("UTF-8"), "{group}: {}", reply.body);
+        assert_eq!(f.get(&url, &[]).await.status, 404, "{group}: nothing stored");
+    }
+}

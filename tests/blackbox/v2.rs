@@ -610,3 +610,22 @@ async fn metadata_carries_permissions_when_asked() {
     let plain = f.get(&f.metadata("team/")).await.json();
     assert!(plain.get("permissions").is_none(), "only when asked: {plain}");
 }
+
+#[tokio::test]
+async fn a_single_file_put_is_exactly_one_part() {
+    let f = Fixture::start("").await;
+    let files: &[(&str, &[u8])] = &[("SKILL.md", &skill_md("s", "d")), ("a.md", b"# A\n")];
+    let etag = f.put_skill("s", files, &[]).await.etag();
+    let url = f.url("s/files/a.md");
+
+    let two = f.client.put_files(&url, &[("Api-Key", OWNER)], &[("a.md", b"new A"), ("b.md", b"B")]).await;
+    assert_eq!((two.status, two.body.as_str()), (400, "Exactly one file part is required"));
+    // No parts: only the closing delimiter.
+    let headers = [("Api-Key", OWNER), ("Content-Type", "multipart/form-data; boundary=B")];
+    let none = f.client.send_raw("PUT", &url, &headers, vec![bytes::Bytes::from("--B--\r\n")]).await;
+    assert_eq!((none.status, none.body.as_str()), (400, "Exactly one file part is required"));
+
+    assert_eq!(f.get(&f.url("s")).await.etag(), etag, "nothing changed");
+    assert_eq!(f.get(&url).await.bytes, b"# A\n");
+    assert_eq!(f.get(&f.url("s/files/b.md")).await.status, 404);
+}

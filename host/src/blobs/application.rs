@@ -2,11 +2,34 @@
 //! them in snake_case and accepts camelCase on input.
 //!
 //! [`normalize_application`] is the one entry point: it converts the keys of
-//! known fields to snake_case and then validates the shape with
-//! [`validate_application`], the one place later rules (resource
+//! known fields to snake_case, writes the stored form, and validates the
+//! shape with [`validate_application`], the one place later rules (resource
 //! dependencies, interceptors, forced fields) are added.
+//!
+//! A definition may be as large as `resources.max_size` (64 MiB), so no tree
+//! of it is built (a `serde_json::Value` costs ten to twenty times the
+//! document). Values stay [`RawValue`]s borrowed from the request body; an
+//! object is parsed into its members (key and raw value, about 48 bytes
+//! each) when the walk reaches it, an array one element at a time. Memory
+//! is the body, the stored form, and the members of the objects on the path
+//! being walked. The price is CPU on deep documents: a value is read again
+//! by each object or array around it that the walk enters, so text nested
+//! d levels deep is read d times (serde_json stops at 128 levels); the
+//! blob service's per-CPU parse permits bound what that can take.
+//!
+//! The stored form is the one serializing a `Value` of the converted
+//! definition gives: compact, the keys of every object sorted, a repeated
+//! key's last value, strings and numbers re-encoded.
 
-use serde_json::{Map, Value};
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::Number;
+use serde_json::value::RawValue;
+
+use super::BlobError;
 
 /// Snake_case names of the application fields (and of the fields of its
 /// nested objects) whose camelCase spelling is converted on input. Keys not
@@ -78,41 +101,200 @@ const STRING_ARRAY_FIELDS: &[&str] = &["user_roles", "input_attachment_types", "
 pub struct InvalidApplication(pub Vec<String>);
 
 /// Converts known camelCase keys to snake_case (recursively, outside
-/// free-form maps) and validates the result; returns what is stored.
-pub fn normalize_application(definition: Value) -> Result<Value, InvalidApplication> {
-    let normalized = to_snake_case_keys(definition);
-    validate_application(&normalized)?;
-    Ok(normalized)
+/// free-form maps), validates the result and returns what is stored.
+/// `definition` is known to be JSON; a value JSON allows but Rust cannot
+/// hold (a number out of `f64` range, a lone surrogate escape) is still a
+/// parse error, found while writing and so before any rule, as when the
+/// whole definition was parsed first.
+pub fn normalize_application(definition: &RawValue) -> Result<Vec<u8>, BlobError> {
+    let mut stored = Vec::with_capacity(definition.get().len());
+    write_value(definition, true, &mut stored)
+        .map_err(|error| BlobError::BadRequest(format!("Failed to parse json: {error}")))?;
+    validate_application(definition)?;
+    Ok(stored)
 }
 
-/// `displayName` → `display_name` for every key in [`KNOWN_FIELDS`], at any
-/// depth, except inside [`FREE_FORM_FIELDS`]. When both spellings are sent,
-/// the snake_case one wins.
-pub fn to_snake_case_keys(value: Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(convert_object(map)),
-        Value::Array(items) => Value::Array(items.into_iter().map(to_snake_case_keys).collect()),
-        other => other,
+/// Writes `value` in its stored form; with `convert`, keys are converted
+/// (see [`members`]), except inside [`FREE_FORM_FIELDS`].
+fn write_value(value: &RawValue, convert: bool, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    match kind(value) {
+        Kind::Object => {
+            out.push(b'{');
+            for (index, member) in members(value, convert)?.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                serde_json::to_writer(&mut *out, member.name.as_ref())?;
+                out.push(b':');
+                let free_form = FREE_FORM_FIELDS.contains(&member.name.as_ref());
+                write_value(member.value, convert && !free_form, out)?;
+            }
+            out.push(b'}');
+        }
+        Kind::Array => {
+            out.push(b'[');
+            let mut first = true;
+            for_each_element(value, |element| {
+                if !std::mem::take(&mut first) {
+                    out.push(b',');
+                }
+                write_value(element, convert, out)
+            })?;
+            out.push(b']');
+        }
+        Kind::String => serde_json::to_writer(out, text(value)?.as_ref())?,
+        Kind::Number => serde_json::to_writer(out, &serde_json::from_str::<Number>(value.get())?)?,
+        Kind::Boolean | Kind::Null => out.extend_from_slice(value.get().as_bytes()),
+    }
+    Ok(())
+}
+
+/// One member of an object: its key (converted) and its value.
+struct Member<'a> {
+    name: Cow<'a, str>,
+    value: &'a RawValue,
+    /// Whether `name` is a camelCase key converted.
+    renamed: bool,
+    /// Position among the members: in the object, then in key order.
+    rank: usize,
+}
+
+/// The members of `object` in the stored order (by name), each name once:
+/// a repeated key keeps its last value (as a map does); with `convert`,
+/// `displayName` becomes `display_name` for every key in [`KNOWN_FIELDS`],
+/// and when both spellings are sent the snake_case one wins (of two
+/// camelCase spellings, the first in key order).
+fn members(object: &RawValue, convert: bool) -> serde_json::Result<Vec<Member<'_>>> {
+    let mut members = serde_json::Deserializer::from_str(object.get()).deserialize_map(MembersVisitor)?;
+    members.sort_unstable_by(|a, b| a.name.cmp(&b.name).then(b.rank.cmp(&a.rank)));
+    members.dedup_by(|later, kept| later.name == kept.name);
+    if convert {
+        for (rank, member) in members.iter_mut().enumerate() {
+            member.rank = rank;
+            if let Some(snake) = known_snake_case(&member.name) {
+                member.name = Cow::Owned(snake);
+                member.renamed = true;
+            }
+        }
+        members.sort_unstable_by(|a, b| a.name.cmp(&b.name).then(a.renamed.cmp(&b.renamed)).then(a.rank.cmp(&b.rank)));
+        members.dedup_by(|later, kept| later.name == kept.name);
+    }
+    Ok(members)
+}
+
+/// An object's members in the order sent.
+struct MembersVisitor;
+
+impl<'de> Visitor<'de> for MembersVisitor {
+    type Value = Vec<Member<'de>>;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut members = Vec::new();
+        while let Some(Text(name)) = map.next_key()? {
+            let value = map.next_value()?;
+            members.push(Member { name, value, renamed: false, rank: members.len() });
+        }
+        Ok(members)
     }
 }
 
-fn convert_object(map: Map<String, Value>) -> Map<String, Value> {
-    let mut converted = Map::with_capacity(map.len());
-    let mut renamed = Vec::new();
-    for (key, value) in map {
-        let snake = known_snake_case(&key);
-        let name = snake.clone().unwrap_or(key);
-        let value = if FREE_FORM_FIELDS.contains(&name.as_str()) { value } else { to_snake_case_keys(value) };
-        if snake.is_some() {
-            renamed.push((name, value));
-        } else {
-            converted.insert(name, value);
+/// Calls `each` on every element of `array`, parsing one at a time.
+fn for_each_element<'a>(
+    array: &'a RawValue,
+    each: impl FnMut(&'a RawValue) -> serde_json::Result<()>,
+) -> serde_json::Result<()> {
+    struct Elements<F> {
+        each: F,
+        /// The error of `each`, kept whole (the deserializer's would wrap it).
+        failed: Option<serde_json::Error>,
+    }
+
+    impl<'de, F: FnMut(&'de RawValue) -> serde_json::Result<()>> Visitor<'de> for &mut Elements<F> {
+        type Value = ();
+
+        fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+            formatter.write_str("a JSON array")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while let Some(element) = seq.next_element()? {
+                if let Err(error) = (self.each)(element) {
+                    self.failed = Some(error);
+                    return Err(de::Error::custom("an element failed"));
+                }
+            }
+            Ok(())
         }
     }
-    for (name, value) in renamed {
-        converted.entry(name).or_insert(value);
+
+    let mut elements = Elements { each, failed: None };
+    let walked = serde_json::Deserializer::from_str(array.get()).deserialize_seq(&mut elements);
+    match elements.failed {
+        Some(error) => Err(error),
+        None => walked,
     }
-    converted
+}
+
+/// A string's value, borrowed from the body unless it has escapes.
+fn text(value: &RawValue) -> serde_json::Result<Cow<'_, str>> {
+    serde_json::from_str::<Text>(value.get()).map(|Text(text)| text)
+}
+
+/// A JSON string, borrowed when it can be.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("a string")
+            }
+
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(text)))
+            }
+
+            fn visit_str<E>(self, text: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(text.to_owned())))
+            }
+
+            fn visit_string<E>(self, text: String) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(text)))
+            }
+        }
+
+        deserializer.deserialize_str(TextVisitor)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Null,
+    Boolean,
+    Number,
+    String,
+    Array,
+    Object,
+}
+
+/// What a valid JSON value is, from its first byte.
+fn kind(value: &RawValue) -> Kind {
+    match value.get().as_bytes().first() {
+        Some(b'{') => Kind::Object,
+        Some(b'[') => Kind::Array,
+        Some(b'"') => Kind::String,
+        Some(b't' | b'f') => Kind::Boolean,
+        Some(b'n') => Kind::Null,
+        _ => Kind::Number,
+    }
 }
 
 /// The snake_case field a camelCase key stands for, if it is a known one.
@@ -139,11 +321,91 @@ fn camel_to_snake(key: &str) -> String {
     out
 }
 
+/// A value of a definition as the rules see it: after key conversion.
+#[derive(Clone, Copy)]
+struct Field<'a>(&'a RawValue);
+
+impl<'a> Field<'a> {
+    fn is_null(self) -> bool {
+        kind(self.0) == Kind::Null
+    }
+
+    fn is_string(self) -> bool {
+        kind(self.0) == Kind::String
+    }
+
+    fn is_boolean(self) -> bool {
+        kind(self.0) == Kind::Boolean
+    }
+
+    fn is_object(self) -> bool {
+        kind(self.0) == Kind::Object
+    }
+
+    fn is_array(self) -> bool {
+        kind(self.0) == Kind::Array
+    }
+
+    fn as_str(self) -> Option<Cow<'a, str>> {
+        self.is_string().then(|| text(self.0).ok()).flatten()
+    }
+
+    /// A non-negative integer (not `1.0`, not `1e2`), as `Value::as_u64`.
+    fn as_u64(self) -> Option<u64> {
+        (kind(self.0) == Kind::Number).then(|| serde_json::from_str(self.0.get()).ok()).flatten()
+    }
+
+    fn as_object(self) -> Option<Object<'a>> {
+        self.is_object().then(|| members(self.0, true).ok().map(Object)).flatten()
+    }
+
+    fn is_array_of_strings(self) -> bool {
+        let mut all_strings = true;
+        self.is_array()
+            && for_each_element(self.0, |element| {
+                all_strings &= kind(element) == Kind::String;
+                Ok(())
+            })
+            .is_ok()
+            && all_strings
+    }
+
+    /// How a message names the value's type.
+    fn kind_name(self) -> &'static str {
+        match kind(self.0) {
+            Kind::Null => "null",
+            Kind::Boolean => "a boolean",
+            Kind::Number => "a number",
+            Kind::String => "a string",
+            Kind::Array => "an array",
+            Kind::Object => "an object",
+        }
+    }
+}
+
+/// An object of a definition, keys converted, sorted by name.
+struct Object<'a>(Vec<Member<'a>>);
+
+impl<'a> Object<'a> {
+    fn get(&self, name: &str) -> Option<Field<'a>> {
+        let found = self.0.binary_search_by(|member| member.name.as_ref().cmp(name)).ok()?;
+        Some(Field(self.0[found].value))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&str, Field<'a>)> {
+        self.0.iter().map(|member| (member.name.as_ref(), Field(member.value)))
+    }
+}
+
 /// The shape every stored application must have (after key conversion):
 /// a JSON object with a chat-completion `endpoint`, an `interfaces` object,
 /// or an `mcp` object; optional fields, when present, of the right type.
-pub fn validate_application(definition: &Value) -> Result<(), InvalidApplication> {
-    let Some(app) = definition.as_object() else {
+pub fn validate_application(definition: &RawValue) -> Result<(), InvalidApplication> {
+    let Some(app) = Field(definition).as_object() else {
         return Err(InvalidApplication(vec!["the definition must be a JSON object".into()]));
     };
     let mut issues = Vec::new();
@@ -156,13 +418,13 @@ pub fn validate_application(definition: &Value) -> Result<(), InvalidApplication
         check_endpoint("endpoint", endpoint, &mut issues);
     }
     for name in STRING_FIELDS {
-        if let Some(value) = app.get(*name).filter(|v| !v.is_null() && !v.is_string()) {
-            issues.push(format!("{name} must be a string, not {}", kind(value)));
+        if let Some(value) = app.get(name).filter(|v| !v.is_null() && !v.is_string()) {
+            issues.push(format!("{name} must be a string, not {}", value.kind_name()));
         }
     }
     for name in STRING_ARRAY_FIELDS {
-        if let Some(value) = app.get(*name).filter(|v| !v.is_null())
-            && !value.as_array().is_some_and(|items| items.iter().all(Value::is_string))
+        if let Some(value) = app.get(name).filter(|v| !v.is_null())
+            && !value.is_array_of_strings()
         {
             issues.push(format!("{name} must be an array of strings"));
         }
@@ -201,20 +463,20 @@ pub fn validate_application(definition: &Value) -> Result<(), InvalidApplication
     if issues.is_empty() { Ok(()) } else { Err(InvalidApplication(issues)) }
 }
 
-fn check_endpoint(name: &str, value: &Value, issues: &mut Vec<String>) {
+fn check_endpoint(name: &str, value: Field, issues: &mut Vec<String>) {
     match value.as_str() {
         Some(endpoint) if !endpoint.trim().is_empty() => {}
         Some(_) => issues.push(format!("{name} must not be empty")),
-        None => issues.push(format!("{name} must be a string, not {}", kind(value))),
+        None => issues.push(format!("{name} must be a string, not {}", value.kind_name())),
     }
 }
 
-fn check_features(features: &Value, issues: &mut Vec<String>) {
+fn check_features(features: Field, issues: &mut Vec<String>) {
     let Some(features) = features.as_object() else {
         issues.push("features must be an object".into());
         return;
     };
-    for (name, value) in features {
+    for (name, value) in features.iter() {
         if value.is_null() {
             continue;
         }
@@ -230,7 +492,7 @@ fn check_features(features: &Value, issues: &mut Vec<String>) {
     }
 }
 
-fn check_interfaces(interfaces: &Value, issues: &mut Vec<String>) {
+fn check_interfaces(interfaces: Field, issues: &mut Vec<String>) {
     let Some(interfaces) = interfaces.as_object() else {
         issues.push("interfaces must be an object".into());
         return;
@@ -238,7 +500,7 @@ fn check_interfaces(interfaces: &Value, issues: &mut Vec<String>) {
     if interfaces.is_empty() {
         issues.push("interfaces must name at least one interface".into());
     }
-    for (name, interface) in interfaces {
+    for (name, interface) in interfaces.iter() {
         match interface.as_object().and_then(|i| i.get("endpoint")) {
             Some(endpoint) => check_endpoint(&format!("interfaces.{name}.endpoint"), endpoint, issues),
             None => issues.push(format!("interfaces.{name} must be an object with an endpoint")),
@@ -246,7 +508,7 @@ fn check_interfaces(interfaces: &Value, issues: &mut Vec<String>) {
     }
 }
 
-fn check_mcp(mcp: &Value, issues: &mut Vec<String>) {
+fn check_mcp(mcp: Field, issues: &mut Vec<String>) {
     let Some(mcp) = mcp.as_object() else {
         issues.push("mcp must be an object".into());
         return;
@@ -267,22 +529,91 @@ fn check_mcp(mcp: &Value, issues: &mut Vec<String>) {
     }
 }
 
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Map, Value, json};
 
     use super::*;
+
+    /// The stored form of `input` (JSON text), or the rules it breaks.
+    fn normalize_text(input: &str) -> Result<Vec<u8>, InvalidApplication> {
+        let definition: &RawValue = serde_json::from_str(input).expect("test input is JSON");
+        match normalize_application(definition) {
+            Ok(stored) => Ok(stored),
+            Err(BlobError::InvalidApplication(invalid)) => Err(invalid),
+            Err(other) => panic!("unexpected {other}"),
+        }
+    }
+
+    fn normalize(input: Value) -> Result<Value, InvalidApplication> {
+        normalize_text(&input.to_string()).map(|stored| serde_json::from_slice(&stored).expect("stored JSON"))
+    }
+
+    /// The conversion as it was done on a whole `Value` tree: what the
+    /// streaming one must store, byte for byte.
+    fn value_based(input: &str) -> Vec<u8> {
+        fn convert(value: Value) -> Value {
+            match value {
+                Value::Object(map) => Value::Object(convert_object(map)),
+                Value::Array(items) => Value::Array(items.into_iter().map(convert).collect()),
+                other => other,
+            }
+        }
+        fn convert_object(map: Map<String, Value>) -> Map<String, Value> {
+            let mut converted = Map::with_capacity(map.len());
+            let mut renamed = Vec::new();
+            for (key, value) in map {
+                let snake = known_snake_case(&key);
+                let name = snake.clone().unwrap_or(key);
+                let value = if FREE_FORM_FIELDS.contains(&name.as_str()) { value } else { convert(value) };
+                if snake.is_some() {
+                    renamed.push((name, value));
+                } else {
+                    converted.insert(name, value);
+                }
+            }
+            for (name, value) in renamed {
+                converted.entry(name).or_insert(value);
+            }
+            converted
+        }
+        serde_json::to_vec(&convert(serde_json::from_str(input).unwrap())).unwrap()
+    }
+
+    #[test]
+    fn the_stored_form_is_the_one_a_value_tree_gave() {
+        let definitions = [
+            r#"{"endpoint":"http://a","displayName":"A"}"#,
+            // Unsorted, spaced, repeated keys; both spellings of one field.
+            r#" { "zeta" : 1 , "endpoint" : "http://a" , "zeta" : 2, "display_name": "snake", "displayName": "camel" } "#,
+            // Two camelCase spellings of one field: the first in key order wins.
+            r#"{"endpoint":"x","displayName":"lower","DisplayName":"upper"}"#,
+            // Nested conversion; free-form maps are not converted but still sorted.
+            r#"{"endpoint":"x","features":{"toolsSupported":true,"rateEndpoint":"r"},
+                "defaults":{"zMaxTokens":1,"displayName":{"b":1,"a":2}},
+                "applicationProperties":{"b":[{"linkId":1}],"a":{"iconUrl":2}},
+                "resourceDependencies":[{"linkId":"l","target":{"userRoles":[]}}],
+                "customField":{"innerCamel":1,"displayName":"converted below unknown fields"}}"#,
+            // Strings and numbers are re-encoded as a Value re-encodes them.
+            r#"{"endpoint":"\u0068ttp:\/\/a","description":"tab\there \"quoted\" \u00e9 \ud83d\ude00 é",
+                "n":[1.0,-0,1e2,1E-2,12345678901234567890,-9223372036854775808,0.1,2.50,-1.5e300],
+                "nested":[[],{},[[{"displayName":null}]],true,false,null],"\u0065scaped key":1}"#,
+            r#"{"mcp":{"endpoint":"m","forwardPerRequestKey":false,"headers":{"X-Camel":"kept","displayName":"kept"}}}"#,
+        ];
+        for definition in definitions {
+            let stored = normalize_text(definition).unwrap_or_else(|e| panic!("{definition}: {e}"));
+            assert_eq!(String::from_utf8(stored).unwrap(), String::from_utf8(value_based(definition)).unwrap());
+        }
+    }
+
+    #[test]
+    fn values_json_allows_but_rust_cannot_hold_are_parse_errors() {
+        for definition in [r#"{"endpoint":"x","n":1e999}"#, r#"{"endpoint":"x","s":["\ud800"]}"#] {
+            let error = normalize_application(serde_json::from_str(definition).unwrap()).unwrap_err();
+            assert!(matches!(&error, BlobError::BadRequest(m) if m.starts_with("Failed to parse json: ")), "{error}");
+            assert!(serde_json::from_str::<Value>(definition).is_err(), "a Value refuses it too");
+        }
+    }
 
     #[test]
     fn camel_case_in_snake_case_out() {
@@ -302,7 +633,7 @@ mod tests {
             "applicationProperties": {"someKey": 1},
             "customField": {"innerCamel": 1},
         });
-        let output = normalize_application(input).unwrap();
+        let output = normalize(input).unwrap();
         assert_eq!(
             output,
             json!({
@@ -327,9 +658,9 @@ mod tests {
     #[test]
     fn snake_case_input_is_kept_and_wins_over_camel_case() {
         let input = json!({"endpoint": "http://a", "display_name": "snake", "displayName": "camel"});
-        assert_eq!(normalize_application(input).unwrap(), json!({"endpoint": "http://a", "display_name": "snake"}));
+        assert_eq!(normalize(input).unwrap(), json!({"endpoint": "http://a", "display_name": "snake"}));
         let snake = json!({"endpoint": "http://a", "display_name": "x", "features": {"tools_supported": true}});
-        assert_eq!(normalize_application(snake.clone()).unwrap(), snake);
+        assert_eq!(normalize(snake.clone()).unwrap(), snake);
     }
 
     #[test]
@@ -343,14 +674,14 @@ mod tests {
 
     #[test]
     fn accepted_shapes() {
-        assert!(normalize_application(json!({"endpoint": "http://a"})).is_ok());
-        assert!(normalize_application(json!({"interfaces": {"responses": {"endpoint": "http://a"}}})).is_ok());
-        assert!(normalize_application(json!({"mcp": {"endpoint": "http://a/mcp"}})).is_ok());
+        assert!(normalize(json!({"endpoint": "http://a"})).is_ok());
+        assert!(normalize(json!({"interfaces": {"responses": {"endpoint": "http://a"}}})).is_ok());
+        assert!(normalize(json!({"mcp": {"endpoint": "http://a/mcp"}})).is_ok());
     }
 
     #[test]
     fn rejected_shapes() {
-        let issues = |value: Value| normalize_application(value).unwrap_err().0;
+        let issues = |value: Value| normalize(value).unwrap_err().0;
         assert_eq!(issues(json!([1, 2])), ["the definition must be a JSON object"]);
         assert_eq!(issues(json!("x")), ["the definition must be a JSON object"]);
         assert_eq!(issues(json!({"displayName": "x"})), ["application endpoint, interfaces or mcp must be provided"]);

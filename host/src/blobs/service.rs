@@ -41,6 +41,8 @@ use object_store::{
     PutPayload, UpdateVersion, WriteMultipart,
 };
 use percent_encoding::percent_decode_str;
+use serde_json::value::RawValue;
+use tokio::sync::Semaphore;
 
 use super::application::normalize_application;
 use super::trailer::{self, FOOTER_LEN, ItemMeta, TAIL_PROBE, Tail};
@@ -69,6 +71,9 @@ const MAX_CONTENT_TYPE_BYTES: usize = 256;
 pub const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
 /// Content type of JSON resources.
 pub const JSON_CONTENT_TYPE: &str = "application/json";
+/// A JSON body at least this large waits for a parse permit (see
+/// `BlobService::large_parses`); smaller ones parse at once.
+const LARGE_JSON_BYTES: usize = 1 << 20;
 
 /// Size limits of v1 resources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,6 +164,11 @@ pub struct BlobService {
     keeps_empty_dirs: bool,
     upload_buffer: usize,
     path_limits: PathLimits,
+    /// Parses of large JSON bodies running at once: one per CPU. Parsing
+    /// is CPU work, so more would not finish sooner; each also holds up to
+    /// twice the body beside it (the stored form, an object's members), and
+    /// bounding them keeps concurrent large PUTs from multiplying that.
+    large_parses: Arc<Semaphore>,
 }
 
 impl BlobService {
@@ -169,6 +179,7 @@ impl BlobService {
         limits: BlobLimits,
         keeps_empty_dirs: bool,
     ) -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
         Self {
             store,
             locks,
@@ -176,6 +187,7 @@ impl BlobService {
             limits,
             keeps_empty_dirs,
             upload_buffer: UPLOAD_BUFFER_BYTES,
+            large_parses: Arc::new(Semaphore::new(cpus)),
             path_limits: PathLimits::default(),
         }
     }
@@ -262,7 +274,7 @@ impl BlobService {
     // ----- writes ------------------------------------------------------
 
     /// Stores a JSON resource (prompt, conversation, application) read from
-    /// `body`: at most `max_size` bytes, must parse as JSON whatever the
+    /// `body`: at most `max_size` bytes, must be UTF-8 JSON whatever the
     /// request's content type; applications are normalised and validated.
     pub async fn put_json<S, E>(
         &self,
@@ -284,18 +296,7 @@ impl BlobService {
         }
         self.path_limits.check(target.path()).map_err(|e| BlobError::BadRequest(e.to_string()))?;
         let bytes = read_limited(body, declared_length, self.limits.max_size).await?;
-        let content = match target.group() {
-            BlobGroup::Applications => {
-                let definition: serde_json::Value = parse_json(&bytes)?;
-                let normalized = normalize_application(definition)?;
-                Bytes::from(serde_json::to_vec(&normalized).expect("a JSON value always serialises"))
-            }
-            _ => {
-                // Validate without building a tree: documents may be large.
-                let _: serde::de::IgnoredAny = parse_json(&bytes)?;
-                bytes
-            }
-        };
+        let content = self.check_json(target.group(), bytes).await?;
         let staged = Staged {
             etag: hex(&Md5::digest(&content)),
             size: content.len() as u64,
@@ -303,6 +304,24 @@ impl BlobService {
             body: StagedBody::Memory(vec![content]),
         };
         self.commit(target, staged, conditions, author).await
+    }
+
+    /// The content to store for a JSON body: checked (and for applications,
+    /// normalised) on a blocking thread, since a large body takes a while;
+    /// a large one first waits for a permit of [`Self::large_parses`].
+    async fn check_json(&self, group: BlobGroup, body: Bytes) -> Result<Bytes, BlobError> {
+        let permit = match body.len() >= LARGE_JSON_BYTES {
+            true => Some(self.large_parses.clone().acquire_owned().await.expect("the semaphore is never closed")),
+            false => None,
+        };
+        tokio::task::spawn_blocking(move || {
+            // Held by the parse, not the request: a client that goes away
+            // does not free the permit of a parse still running.
+            let _permit = permit;
+            json_content(group, body)
+        })
+        .await
+        .expect("checking a JSON body panicked")
     }
 
     /// Stores a file streamed from `body` (at most `max_file_size` bytes),
@@ -634,13 +653,14 @@ impl BlobService {
         if !folder.url.is_folder() {
             return Err(BlobError::BadRequest(format!("Not a folder: {}", folder.url)));
         }
+        self.path_limits.check(folder.path()).map_err(|e| BlobError::BadRequest(e.to_string()))?;
         let after = token.map(decode_token).transpose()?;
-        let listing = if limit == 0 {
-            Listing::default()
-        } else if recursive {
-            self.list_recursive(folder, after.as_deref(), limit, shows).await?
-        } else {
-            self.list_children(folder, after.as_deref(), limit, shows).await?
+        let listing = match self.list_page(folder, recursive, after.as_deref(), limit, shows).await {
+            // A directory-backed store cannot list below an item: nothing is there.
+            Err(BlobError::Storage(_)) if self.keeps_empty_dirs && self.item_in_the_way(folder).await?.is_some() => {
+                return Err(BlobError::NotFound(folder.url.to_string()));
+            }
+            listing => listing?,
         };
         if listing.items.is_empty()
             && after.is_none()
@@ -650,6 +670,23 @@ impl BlobService {
             return Err(BlobError::NotFound(folder.url.to_string()));
         }
         Ok(listing)
+    }
+
+    async fn list_page(
+        &self,
+        folder: &BlobTarget,
+        recursive: bool,
+        after: Option<&str>,
+        limit: usize,
+        shows: &Shows<'_>,
+    ) -> Result<Listing, BlobError> {
+        Ok(if limit == 0 {
+            Listing::default()
+        } else if recursive {
+            self.list_recursive(folder, after, limit, shows).await?
+        } else {
+            self.list_children(folder, after, limit, shows).await?
+        })
     }
 
     /// Sort keys are the stored (encoded) names, folders with a trailing `/`
@@ -883,8 +920,30 @@ where
     }
 }
 
-fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, BlobError> {
-    serde_json::from_slice(bytes).map_err(|e| BlobError::BadRequest(format!("Failed to parse json: {e}")))
+/// A JSON body as stored: prompts and conversations as sent, applications
+/// in their normalised form. UTF-8 is checked first and whole: the parser
+/// skips over the strings of a document it does not build, unchecked.
+fn json_content(group: BlobGroup, body: Bytes) -> Result<Bytes, BlobError> {
+    let text = std::str::from_utf8(&body).map_err(|error| {
+        BlobError::BadRequest(format!(
+            "Failed to parse json: the body is not valid UTF-8 (byte {})",
+            error.valid_up_to()
+        ))
+    })?;
+    match group {
+        BlobGroup::Applications => {
+            let definition: &RawValue = parse_json(text)?;
+            Ok(Bytes::from(normalize_application(definition)?))
+        }
+        _ => {
+            let _: serde::de::IgnoredAny = parse_json(text)?;
+            Ok(body)
+        }
+    }
+}
+
+fn parse_json<'a, T: serde::Deserialize<'a>>(text: &'a str) -> Result<T, BlobError> {
+    serde_json::from_str(text).map_err(|e| BlobError::BadRequest(format!("Failed to parse json: {e}")))
 }
 
 /// A file part's content type, kept as given when it is a plausible one.
@@ -1053,6 +1112,12 @@ mod tests {
 
         let invalid = service.put_json(&prompt, chunks(&[b"{nope"]), None, &none(), None).await;
         assert!(matches!(invalid, Err(BlobError::BadRequest(m)) if m.starts_with("Failed to parse json")));
+        // Inside a string, where a parser that builds nothing does not look.
+        let unstored = target("prompts/b/q");
+        let not_utf8 = service.put_json(&unstored, chunks(&[b"{\"id\": \"\xff\xfe\"}"]), None, &none(), None).await;
+        let message = "Failed to parse json: the body is not valid UTF-8 (byte 8)";
+        assert!(matches!(not_utf8, Err(BlobError::BadRequest(m)) if m == message));
+        assert!(!service.exists(&unstored).await.unwrap());
         let declared = service.put_json(&prompt, chunks(&[b"{}"]), Some(LIMITS.max_size + 1), &none(), None).await;
         assert!(matches!(declared, Err(BlobError::ResourceTooLarge { size, .. }) if size == LIMITS.max_size + 1));
         let huge = vec![b' '; LIMITS.max_size as usize + 1];

@@ -3,6 +3,7 @@
 pub mod catalog;
 pub mod error;
 pub mod extract;
+mod multipart;
 mod publication;
 mod routes;
 mod sharing;
@@ -156,26 +157,4 @@ fn file_headers(content_type: &str, length: u64) -> [(header::HeaderName, String
         (header::CONTENT_SECURITY_POLICY, "sandbox".into()),
         (header::CONTENT_DISPOSITION, if active { "attachment" } else { "inline" }.into()),
     ]
-}
-
-/// Most bytes of a refused upload read and dropped after the error, so a
-/// client still sending can read the 4xx instead of a connection reset.
-const MAX_DRAIN_BYTES: usize = 4 << 20;
-
-/// Reads and drops what is left of a refused multipart upload, up to
-/// [`MAX_DRAIN_BYTES`]; beyond that the connection is closed.
-async fn drain_multipart(multipart: &mut axum::extract::Multipart) {
-    let mut left = MAX_DRAIN_BYTES;
-    while let Ok(Some(mut field)) = multipart.next_field().await {
-        while let Ok(Some(chunk)) = field.chunk().await {
-            left = left.saturating_sub(chunk.len());
-            if left == 0 {
-                return;
-            }
-        }
-    }
-}
-
-fn bad_multipart(error: axum::extract::multipart::MultipartError) -> error::ApiError {
-    error::ApiError::bad_request(format!("Invalid multipart body: {}", error.body_text()))
 }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
@@ -18,7 +18,8 @@ use serde_json::Value;
 
 use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
-use super::{AppState, bad_multipart, drain_multipart, file_headers, raw_path, with_etag};
+use super::multipart::{FormFields, Upload};
+use super::{AppState, file_headers, raw_path, with_etag};
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
 use crate::blobs::listing::{folder_json, item_json};
@@ -95,24 +96,18 @@ async fn put_item(
     let conditions = Preconditions::from_headers(&headers);
     let blobs = state.blobs();
     let committed = if target.group() == BlobGroup::Files {
-        let mut multipart = Multipart::from_request(request, &state).await.map_err(|rejection| {
-            ApiError::bad_request(format!(
-                "Expected a multipart/form-data body with one file part: {}",
-                rejection.body_text()
-            ))
-        })?;
-        let field = loop {
-            match multipart.next_field().await.map_err(bad_multipart)? {
-                Some(field) if field.file_name().is_some() => break field,
-                Some(_) => continue,
-                None => return Err(ApiError::bad_request("Expected a multipart/form-data body with one file part")),
-            }
-        };
-        let content_type = field.content_type().map(str::to_owned);
-        let stored =
-            blobs.put_file(&target, field, content_type.as_deref(), &conditions, Some(caller.author_name())).await;
+        let mut upload = Upload::new(request, "Expected a multipart/form-data body with one file part")?;
+        let stored = async {
+            // Parts without a filename are form fields, which DIAL ignores.
+            let mut part = upload.single_file(FormFields::Skipped).await?;
+            let content_type = part.content_type().map(str::to_owned);
+            let author = Some(caller.author_name());
+            let stored = blobs.put_file(&target, &mut part, content_type.as_deref(), &conditions, author).await;
+            stored.map_err(|error| part.error_or(error))
+        }
+        .await;
         if stored.is_err() {
-            drain_multipart(&mut multipart).await;
+            upload.drain().await;
         }
         stored?
     } else {

@@ -6,7 +6,7 @@
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{FromRequest, Multipart, Query, Request, State};
+use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 
 use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
-use super::{AppState, bad_multipart, drain_multipart, file_headers, raw_path, with_etag};
+use super::multipart::{FormFields, Upload};
+use super::{AppState, file_headers, raw_path, with_etag};
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
 use crate::etag::Preconditions;
@@ -199,21 +200,16 @@ pub async fn put(
         let body = Json(folder_json(&target.node.url, Some(&marker)));
         return Ok(with_etag(body.into_response(), &etag));
     }
-    let mut multipart = Multipart::from_request(request, &state).await.map_err(|rejection| {
-        ApiError::bad_request(format!(
-            "Expected a multipart/form-data body, one part per file: {}",
-            rejection.body_text()
-        ))
-    })?;
+    let mut upload = Upload::new(request, "Expected a multipart/form-data body, one part per file")?;
     let received = async {
         match &target.file {
             None => {
                 let mut staging = engine.stage(&target.node, &target.handler, &conditions).await?;
-                while let Some(field) = multipart.next_field().await.map_err(bad_multipart)? {
-                    let name = field.file_name().map(str::to_owned).ok_or_else(|| {
+                while let Some(mut part) = upload.next_part().await? {
+                    let name = part.file_name().map(str::to_owned).ok_or_else(|| {
                         ApiError::bad_request("Every part needs a filename: the file's path in the resource")
                     })?;
-                    staging.add_file(&name, field).await?;
+                    staging.add_file(&name, &mut part).await.map_err(|error| part.error_or(error))?;
                 }
                 if staging.file_count() == 0 {
                     return Err(ApiError::bad_request("The upload has no files"));
@@ -221,18 +217,16 @@ pub async fn put(
                 Ok(engine.commit(staging, &target.handler, &conditions, Some(caller.author_name())).await?)
             }
             Some(file) => {
-                let field = multipart
-                    .next_field()
-                    .await
-                    .map_err(bad_multipart)?
-                    .ok_or_else(|| ApiError::bad_request("Expected one multipart part with the file's content"))?;
-                Ok(engine.put_file(&target.node, file, field, &target.handler, &conditions).await?)
+                // The path comes from the URL, so the one part may be unnamed.
+                let mut part = upload.single_file(FormFields::Counted).await?;
+                let committed = engine.put_file(&target.node, file, &mut part, &target.handler, &conditions).await;
+                committed.map_err(|error| part.error_or(error))
             }
         }
     }
     .await;
     if received.is_err() {
-        drain_multipart(&mut multipart).await;
+        upload.drain().await;
     }
     let committed = received?;
     let body = Json(resource_json(&target.node.url, &committed.marker));
