@@ -90,6 +90,9 @@ async fn a_published_skill_is_readable_by_those_the_rules_admit() {
     let url = publication["url"].as_str().unwrap().to_string();
     assert!(url.starts_with(&format!("publications/{a}/")), "{url}");
     let review = publication["resources"][0]["reviewUrl"].as_str().unwrap().to_string();
+    // As DIAL: `{type}/{review bucket}/{path below the target folder}`.
+    let review_parts: Vec<&str> = review.split('/').collect();
+    assert_eq!((review_parts[0], review_parts.len(), review_parts[2]), ("skills", 3, "pdf"), "{review}");
 
     // The review copy: readable by its author and admins, with the same etag.
     let copy = f.get(&f.alice, &format!("/v2/{review}")).await;

@@ -403,3 +403,27 @@ async fn revoking_takes_back_what_the_invitation_offers() {
     assert_eq!(f.accept(&f.bob, &id).await.status, 404);
     assert_eq!(f.get(&f.bob, &format!("/v2/skills/{a}/team/pdf")).await.status, 403);
 }
+
+/// DIAL's answers on the sharing API's edges, which clients match on.
+#[tokio::test]
+async fn sharing_edges_answer_as_dial_does() {
+    let f = Fixture::start("").await;
+    let a = &f.alice.bucket;
+    f.put_prompt(&f.alice, "here").await;
+    let copy = "/v1/ops/resource/share/copy";
+    let missing = json!({"sourceUrl": format!("prompts/{a}/missing"), "destinationUrl": format!("prompts/{a}/here")});
+    assert_eq!(f.post(&f.alice, copy, missing).await.status, 400, "a missing source is a bad request");
+
+    let create = "/v1/ops/resource/share/create";
+    for malformed in ["{not json", r#"{"resources": "nope"}"#, r#"{"resources": [{"url": 3}]}"#] {
+        let reply = f.client.post(create, &f.alice.auth(), malformed).await;
+        assert_eq!((reply.status, reply.body.as_str()), (400, "Can't initiate share request. Incorrect body"));
+    }
+
+    let raw_space = format!("prompts/{a}/my notes");
+    let reply = f.post(&f.alice, create, json!({"resources": [{"url": raw_space}]})).await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(reply.body, format!("Incorrect resource link provided {raw_space}"));
+    let encoded = format!("prompts/{a}/my%20notes");
+    assert_eq!(f.post(&f.alice, create, json!({"resources": [{"url": encoded}]})).await.status, 200);
+}

@@ -557,3 +557,19 @@ async fn json_documents_must_be_utf8() {
         assert_eq!(f.get(&url, &[]).await.status, 404, "{group}: nothing stored");
     }
 }
+
+/// `?permissions=true` adds the caller's permissions to the node and its
+/// items; a listing below an item (which the local store cannot hold) is 404.
+#[tokio::test]
+async fn metadata_carries_permissions_and_nothing_lists_below_an_item() {
+    let f = Fixture::start().await;
+    f.put_text_file("docs/a.txt", "a").await;
+    let listing = f.get(&format!("{}?permissions=true", f.metadata("files", "docs/")), &[]).await.json();
+    assert_eq!(listing["permissions"], json!(["READ", "WRITE"]), "{listing}");
+    assert_eq!(listing["items"][0]["permissions"], json!(["READ", "WRITE"]), "{listing}");
+    let item = f.get(&format!("{}?permissions=true", f.metadata("files", "docs/a.txt")), &[]).await.json();
+    assert_eq!(item["permissions"], json!(["READ", "WRITE"]));
+    assert!(f.get(&f.metadata("files", "docs/"), &[]).await.json().get("permissions").is_none());
+    let below = f.get(&f.metadata("files", "docs/a.txt/"), &[]).await;
+    assert_eq!(below.status, 404, "{}", below.body);
+}
