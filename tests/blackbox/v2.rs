@@ -629,3 +629,38 @@ async fn a_single_file_put_is_exactly_one_part() {
     assert_eq!(f.get(&url).await.bytes, b"# A\n");
     assert_eq!(f.get(&f.url("s/files/b.md")).await.status, 404);
 }
+
+/// Real skills nest values under `metadata`: accepted with a warning (and
+/// cached as compact JSON, in the handler's order) unless the type is
+/// strict; a rejected upload lists every problem at once, worded to fit.
+#[tokio::test]
+async fn nested_metadata_warns_and_rejections_report_everything() {
+    let skill = b"---\nname: nested\ndescription: d\nlicense: MIT\nmetadata:\n  version: \"2.0\"\n  requires:\n    bins: [jq]\n  author: me\nextra: 1\n---\n";
+    let f = Fixture::start("").await;
+    let put = f.put_skill("nested", &[("SKILL.md", skill)], &[]).await;
+    assert_eq!(put.status, 200, "{}", put.body);
+    let body = put.json();
+    let warnings: Vec<&str> =
+        body["warnings"].as_array().unwrap().iter().map(|w| w["message"].as_str().unwrap()).collect();
+    assert!(warnings.iter().any(|w| w.contains("'metadata.requires' is a mapping")), "{warnings:?}");
+    assert_eq!(body["metadata"]["metadata.requires"], r#"{"bins":["jq"]}"#);
+    // The handler's order, not alphabetical: name, description, version, license, then metadata.*.
+    let keys: Vec<&String> = body["metadata"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["name", "description", "version", "license", "metadata.requires", "metadata.author"]);
+    let listed = f.get(&f.metadata("")).await.json();
+    let keys: Vec<&String> = listed["items"][0]["metadata"].as_object().unwrap().keys().collect();
+    assert_eq!(keys[..3], ["name", "description", "version"], "listings keep the order too");
+
+    let strict = Fixture::start("[handlers.types.skills]\nstrict = true\n").await;
+    let refused = strict.put_skill("nested", &[("SKILL.md", skill)], &[]).await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(refused.body.contains("'metadata.requires' is a mapping"), "{}", refused.body);
+    assert!(refused.body.contains("Unknown top-level field 'extra'"), "{}", refused.body);
+    assert!(!refused.body.contains("It is kept") && !refused.body.contains("are accepted"), "{}", refused.body);
+    // A hard error no longer hides the rest.
+    let broken = b"---\nname: nested\ndescription: 5\nextra: 1\n---\n";
+    let refused = f.put_skill("nested", &[("SKILL.md", broken)], &[]).await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(refused.body.contains("'description' must be a string"), "{}", refused.body);
+    assert!(refused.body.contains("Unknown top-level field 'extra'"), "every problem at once: {}", refused.body);
+}

@@ -92,6 +92,72 @@ impl Node {
             Node::Mapping(_) => "a mapping",
         }
     }
+
+    /// The value as compact JSON (`{"bins":["a"]}`), for keeping a nested
+    /// value where only a string fits. Numbers JSON cannot write as they are
+    /// (`0x1F`, `.inf`) become strings.
+    pub fn to_compact_json(&self) -> String {
+        let mut out = String::new();
+        self.write_json(&mut out);
+        out
+    }
+
+    fn write_json(&self, out: &mut String) {
+        match self {
+            Node::Scalar(scalar) => match scalar.kind {
+                ScalarKind::Null => out.push_str("null"),
+                ScalarKind::Bool => {
+                    out.push_str(if scalar.text.eq_ignore_ascii_case("true") { "true" } else { "false" })
+                }
+                ScalarKind::Int if scalar.text.parse::<i64>().is_ok() => {
+                    out.push_str(&scalar.text.parse::<i64>().expect("checked").to_string())
+                }
+                ScalarKind::Float if scalar.text.parse::<f64>().is_ok_and(f64::is_finite) => {
+                    out.push_str(&scalar.text.parse::<f64>().expect("checked").to_string())
+                }
+                _ => write_json_string(&scalar.text, out),
+            },
+            Node::Sequence(items) => {
+                out.push('[');
+                for (index, item) in items.iter().enumerate() {
+                    if index > 0 {
+                        out.push(',');
+                    }
+                    item.write_json(out);
+                }
+                out.push(']');
+            }
+            Node::Mapping(entries) => {
+                out.push('{');
+                for (index, (key, value)) in entries.iter().enumerate() {
+                    if index > 0 {
+                        out.push(',');
+                    }
+                    write_json_string(&key.text, out);
+                    out.push(':');
+                    value.write_json(out);
+                }
+                out.push('}');
+            }
+        }
+    }
+}
+
+/// A JSON string literal (RFC 8259 escapes).
+fn write_json_string(text: &str, out: &mut String) {
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 /// The value of the top-level field `key`, if present.

@@ -76,16 +76,24 @@ impl Problems {
         &self.warnings
     }
 
-    /// `Ok(warnings)` when there is no error, else `Err(errors)` (warnings
-    /// are dropped: fix the errors first).
+    /// `Ok(warnings)` when there is no error, else `Err` with the errors
+    /// and then the warnings: a rejected upload reports every problem at
+    /// once, so it is fixed in one round. (Word warnings so they read right
+    /// in either list; a host in strict mode rejects them too.)
     pub fn into_verdict(self) -> Verdict {
-        if self.errors.is_empty() { Ok(self.warnings) } else { Err(self.errors) }
+        if self.errors.is_empty() { Ok(self.warnings) } else { Err(self.all()) }
     }
 
-    /// `Ok(metadata)` when there is no error, else `Err(errors)`: the shape
-    /// of [`Handler::metadata`](crate::Handler::metadata).
+    /// `Ok(metadata)` when there is no error, else `Err` as in
+    /// [`Self::into_verdict`]: the shape of
+    /// [`Handler::metadata`](crate::Handler::metadata).
     pub fn into_metadata(self, metadata: Metadata) -> Result<Metadata, Vec<Problem>> {
-        if self.errors.is_empty() { Ok(metadata) } else { Err(self.errors) }
+        if self.errors.is_empty() { Ok(metadata) } else { Err(self.all()) }
+    }
+
+    fn all(mut self) -> Vec<Problem> {
+        self.errors.append(&mut self.warnings);
+        self.errors
     }
 }
 
@@ -112,8 +120,9 @@ mod tests {
         assert_eq!(problems.clone().into_verdict(), Ok(vec![Problem::at("a.md", "w")]));
         problems.error("e");
         assert!(problems.has_errors());
-        assert_eq!(problems.clone().into_verdict(), Err(vec![Problem::new("e")]));
-        assert_eq!(problems.into_metadata(vec![]), Err(vec![Problem::new("e")]));
+        let every = vec![Problem::new("e"), Problem::at("a.md", "w")];
+        assert_eq!(problems.clone().into_verdict(), Err(every.clone()), "errors first, then the warnings");
+        assert_eq!(problems.into_metadata(vec![]), Err(every));
         assert_eq!(Problems::new().into_metadata(vec![("k".into(), "v".into())]).unwrap().len(), 1);
     }
 

@@ -145,7 +145,7 @@ fn check_fields(fields: &[(Scalar, Node)], resource: &ResourceInfo, report: &mut
         check_length("compatibility", compatibility, MAX_COMPATIBILITY_CHARS, report);
     }
     let top_level_version = field("version").and_then(|value| string_value("version", value, report));
-    let metadata_version = field("metadata").and_then(|value| check_metadata(value, report));
+    let (metadata_version, entries) = field("metadata").map(|value| check_metadata(value, report)).unwrap_or_default();
     if let Some(tools) = field("allowed-tools") {
         check_allowed_tools(tools, report);
     }
@@ -156,6 +156,9 @@ fn check_fields(fields: &[(Scalar, Node)], resource: &ResourceInfo, report: &mut
     if let Some(license) = license {
         report.marker.push(("license".into(), license.to_string()));
     }
+    // The rest of `metadata` is cached too (listings show it without reading
+    // SKILL.md), as `metadata.<key>`, nested values as compact JSON.
+    report.marker.extend(entries);
 
     for (key, _) in fields {
         if !KNOWN_FIELDS.contains(&key.text.as_str()) {
@@ -242,8 +245,8 @@ fn check_name(name: &str, resource: &ResourceInfo, report: &mut Report) {
     if !issues.is_empty() {
         report.warning(format!(
             "Field 'name' is '{name}', which {}; the Agent Skills spec wants lowercase letters, \
-             digits and single hyphens inside the name (e.g. `my-skill`). DIAL display names \
-             like `My Skill` are accepted, but other Agent Skills tools may reject this name",
+             digits and single hyphens inside the name (e.g. `my-skill`), and other Agent Skills \
+             tools may reject this name",
             issues.join(" and ")
         ));
     }
@@ -257,16 +260,20 @@ fn check_name(name: &str, resource: &ResourceInfo, report: &mut Report) {
     }
 }
 
-/// Checks `metadata` is a flat string→string map; returns `metadata.version`.
-fn check_metadata<'a>(value: &'a Node, report: &mut Report) -> Option<&'a str> {
+/// Checks `metadata` is a string→string map; returns `metadata.version` and
+/// the other entries to cache (`metadata.<key>` → value). A nested list or
+/// mapping is only a warning: real published skills use them and the
+/// reference validator accepts them; it is cached as compact JSON.
+fn check_metadata<'a>(value: &'a Node, report: &mut Report) -> (Option<&'a str>, Metadata) {
     let Node::Mapping(entries) = value else {
         report.error(format!(
             "Field 'metadata' must be a mapping of string keys to string values, but it is {}",
             value.describe()
         ));
-        return None;
+        return (None, Metadata::new());
     };
     let mut version = None;
+    let mut cached = Metadata::new();
     for (key, value) in entries {
         if key.kind != ScalarKind::String {
             report.error(format!(
@@ -279,19 +286,22 @@ fn check_metadata<'a>(value: &'a Node, report: &mut Report) -> Option<&'a str> {
         }
         let field = format!("metadata.{}", shorten(&key.text));
         if matches!(value, Node::Mapping(_) | Node::Sequence(_)) {
-            report.error(format!(
-                "Field '{field}' is {}, but 'metadata' is a flat map of strings to strings; \
-                 write the value as a single string",
+            report.warning(format!(
+                "Field '{field}' is {}, but the Agent Skills spec wants 'metadata' to map strings to strings; \
+                 other tools may read it differently or reject it",
                 value.describe()
             ));
+            cached.push((format!("metadata.{}", key.text), value.to_compact_json()));
             continue;
         }
         let text = string_value(&field, value, report);
-        if key.text == "version" {
-            version = text;
+        match text {
+            Some(text) if key.text == "version" => version = Some(text),
+            Some(text) => cached.push((format!("metadata.{}", key.text), text.to_string())),
+            None => {}
         }
     }
-    version
+    (version, cached)
 }
 
 fn check_allowed_tools(value: &Node, report: &mut Report) {
@@ -320,8 +330,7 @@ fn unknown_field_message(key: &str) -> String {
     };
     format!(
         "Unknown top-level field '{key}'{hint}; the Agent Skills spec defines name, description, \
-         license, compatibility, metadata and allowed-tools. It is kept, but other tools may \
-         ignore or reject it"
+         license, compatibility, metadata and allowed-tools, and other tools may ignore or reject it"
     )
 }
 
@@ -385,8 +394,13 @@ mod tests {
         }
     }
 
+    /// The errors alone (a rejected verdict lists the warnings after them).
     fn errors_for(frontmatter: &str) -> Vec<String> {
-        errors_of(run_bytes(skill_md(frontmatter).as_bytes()))
+        let mut files = file_set(&[(SKILL_FILE, skill_md(frontmatter).as_bytes())]);
+        let errors: Vec<String> =
+            inspect(&resource(), &mut files).problems.errors().iter().map(|p| p.message.clone()).collect();
+        assert!(!errors.is_empty(), "expected errors for {frontmatter:?}");
+        errors
     }
 
     fn warnings_for(frontmatter: &str) -> Vec<String> {
@@ -635,7 +649,10 @@ mod tests {
             assert!(
                 charset[0].contains(issue)
                     && charset[0].contains("`my-skill`")
-                    && charset[0].contains("`My Skill` are accepted")
+                    && charset[0].contains("may reject this name")
+                    && !charset[0].contains("accepted"),
+                "worded to fit a warning and, in strict mode, an error: {}",
+                charset[0]
             );
         }
     }
@@ -670,17 +687,29 @@ mod tests {
     }
 
     #[test]
-    fn all_errors_come_back_together_without_warnings() {
-        let errors = errors_for("name: My Skill\ndescription: 5\ncompatibility: \"\"\nextra: 1\n");
-        assert_eq!(errors.len(), 2, "{errors:?}");
+    fn a_rejected_skill_reports_every_problem_at_once() {
+        let frontmatter = "name: My Skill\ndescription: 5\ncompatibility: \"\"\nextra: 1\n";
+        assert_eq!(errors_for(frontmatter).len(), 2);
+        let all = errors_of(run_bytes(skill_md(frontmatter).as_bytes()));
+        assert_eq!(all.len(), 5, "the 2 errors, then the 3 warnings: {all:?}");
+        assert!(all[0].contains("'description' must be a string") && all[1].contains("'compatibility' is empty"));
+        assert!(all[2..].iter().any(|w| w.contains("Unknown top-level field 'extra'")), "{all:?}");
+        for message in &all {
+            assert!(!message.contains("It is kept") && !message.contains("are accepted"), "{message}");
+        }
     }
 
     #[test]
-    fn metadata_must_be_a_flat_string_map() {
-        assert_one_error(
-            &format!("{VALID}metadata:\n  nested:\n    a: b\n"),
-            &["'metadata.nested' is a mapping", "flat map"],
-        );
+    fn metadata_must_be_a_string_map_but_nested_values_only_warn() {
+        // Real skills nest values under metadata, and skills-ref accepts them.
+        let nested = format!("{VALID}metadata:\n  requires:\n    bins: [a, \"b c\"]\n    min: 2\n  tags: [x]\n");
+        let warnings = warnings_for(&nested);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].contains("'metadata.requires' is a mapping"), "{warnings:?}");
+        assert!(warnings[1].contains("'metadata.tags' is a list"), "{warnings:?}");
+        let cached = marker(&nested);
+        assert_eq!(cached[2], ("metadata.requires".into(), r#"{"bins":["a","b c"],"min":2}"#.into()));
+        assert_eq!(cached[3], ("metadata.tags".into(), r#"["x"]"#.into()));
         assert_one_error(
             &format!("{VALID}metadata:\n  version: 1.0\n"),
             &["'metadata.version' must be a string", "version: \"1.0\""],
@@ -705,8 +734,9 @@ mod tests {
             ])
         );
         assert_eq!(marker(&format!("{VALID}version: \"2.0\"\n"))[2], ("version".into(), "2.0".into()));
-        // A licence kept under metadata is just metadata.
-        assert_eq!(marker(&format!("{VALID}metadata:\n  license: MIT\n")).len(), 2);
+        // A licence kept under metadata is just metadata: cached as such.
+        let under = marker(&format!("{VALID}metadata:\n  license: MIT\n  author: me\n"));
+        assert_eq!(under[2..], pairs(&[("metadata.license", "MIT"), ("metadata.author", "me")]));
 
         let errors = marker_of_bytes(skill_md("name: my-skill\n").as_bytes()).unwrap_err();
         assert!(errors[0].message.contains("'description' is missing"));

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
+use indexmap::IndexMap;
 use md5::{Digest, Md5};
 use object_store::buffered::BufWriter;
 use object_store::path::Path;
@@ -633,7 +634,7 @@ impl FolderEngine {
         version: &str,
         files: &BTreeMap<String, FileRecord>,
         handler: &Handler,
-    ) -> Result<(BTreeMap<String, String>, Vec<Problem>), FolderError> {
+    ) -> Result<(IndexMap<String, String>, Vec<Problem>), FolderError> {
         let entries: Vec<FileEntry> =
             files.iter().map(|(path, record)| FileEntry { path: path.clone(), size: record.size }).collect();
         let files = Arc::new(VersionFiles {

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use indexmap::IndexMap;
 use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
@@ -61,7 +62,8 @@ pub struct ResourceMarker {
     /// re-reads the marker and recognises its own commit.
     pub commit_id: String,
     #[serde(default)]
-    pub metadata: BTreeMap<String, String>,
+    /// In the order the handler gave it (listings show it so).
+    pub metadata: IndexMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<Problem>,
     /// Relative path → record, sorted.
@@ -158,7 +160,7 @@ mod tests {
             deleted_at: Some(3),
             purged_at: None,
             commit_id: "c".into(),
-            metadata: BTreeMap::from([("name".into(), "x".into())]),
+            metadata: IndexMap::from([("name".into(), "x".into())]),
             warnings: vec![],
             files: files(&[("SKILL.md", "aa")]),
         };

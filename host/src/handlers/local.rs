@@ -2,7 +2,7 @@
 //! test DIR FILE.wasm` does: the same runtime, sandbox, path rules and limits
 //! as a PUT, without a server.
 
-use std::collections::BTreeMap;
+use indexmap::IndexMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -80,7 +80,7 @@ pub struct FolderReport {
     pub host_problems: Vec<Problem>,
     pub verdict: Verdict,
     /// Marker metadata; only when the folder is valid.
-    pub metadata: Option<Result<BTreeMap<String, String>, Vec<Problem>>>,
+    pub metadata: Option<Result<IndexMap<String, String>, Vec<Problem>>>,
 }
 
 impl FolderReport {

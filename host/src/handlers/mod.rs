@@ -17,7 +17,7 @@ pub mod local;
 pub mod registry;
 pub mod runtime;
 
-use std::collections::BTreeMap;
+use indexmap::IndexMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -221,7 +221,7 @@ impl Handler {
         resource: &ResourceInfo,
         entries: &[FileEntry],
         files: Arc<dyn FileSource>,
-    ) -> Result<Result<BTreeMap<String, String>, Vec<Problem>>, HandlerError> {
+    ) -> Result<Result<IndexMap<String, String>, Vec<Problem>>, HandlerError> {
         let outcome = self.runtime.build_marker_metadata(&self.inner, resource, entries, files).await?;
         Ok(outcome.map(|pairs| pairs.into_iter().collect()))
     }
