@@ -345,7 +345,7 @@ pub struct Listing {
 /// A child found by a listing.
 #[derive(Debug, Clone)]
 pub enum ListedNode {
-    Resource { url: ResourceUrl, marker: ResourceMarker },
+    Resource { url: ResourceUrl, marker: Box<ResourceMarker> },
     Folder { url: ResourceUrl, marker: FolderMarker },
     File { resource: ResourceUrl, path: String, record: FileRecord },
     FileDirectory { resource: ResourceUrl, path: String },
@@ -1049,7 +1049,7 @@ impl FolderEngine {
         let Ok(url) = parent.url.child(name, false) else { return Ok(None) };
         let child = Node { paths: parent.paths.child(name), url, location: parent.location.clone() };
         if let Some(marker) = self.live_marker(&child).await? {
-            return Ok(Some(ListedNode::Resource { url: child.url, marker }));
+            return Ok(Some(ListedNode::Resource { url: child.url, marker: Box::new(marker) }));
         }
         if let Some(read) = self.read_folder_marker(&child).await? {
             let url = parent.url.child(name, true)?;
