@@ -1,6 +1,7 @@
 //! The `dial-host` command: `serve` (the default), `check-config`,
 //! `handler inspect`, `handler test`.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -115,72 +116,105 @@ async fn check_config(arg: ConfigArg) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Exit code of `handler test` when the handler cannot be read, loaded or run.
+const HANDLER_FAILED: u8 = 2;
+
 async fn inspect(file: PathBuf) -> anyhow::Result<ExitCode> {
-    let wasm = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+    let mut out = String::new();
+    let wasm = match std::fs::read(&file) {
+        Ok(wasm) => wasm,
+        Err(error) => {
+            let _ = writeln!(out, "error:   cannot read {}: {error}", file.display());
+            return Ok(print(&out, ExitCode::FAILURE));
+        }
+    };
     let size = wasm.len();
     let runtime: Arc<Runtime> = Runtime::new(RuntimeLimits::default(), None, false)
         .map_err(|e| anyhow::anyhow!("starting the handler runtime: {e}"))?;
-    println!("file:    {} ({size} bytes)", file.display());
-    match runtime.load(wasm, HandlerSource::File(file.clone())).await {
+    let _ = writeln!(out, "file:    {} ({size} bytes)", file.display());
+    let code = match runtime.load(wasm, HandlerSource::File(file.clone())).await {
         Ok(loaded) => {
             let d = loaded.description();
-            println!("world:   dial:handler@1.x — implemented");
-            println!("sha256:  {}", loaded.sha256());
-            println!("type:    {}", d.type_name);
-            println!("group:   {} (routes /v2/{}/…)", d.group, d.group);
-            println!("name:    {}", d.display_name);
-            println!("version: {}", d.handler_version);
             let limit = |value: Option<String>| value.unwrap_or_else(|| "host default".into());
-            println!(
+            let _ = writeln!(out, "world:   dial:handler@1.x — implemented");
+            let _ = writeln!(out, "sha256:  {}", loaded.sha256());
+            let _ = writeln!(out, "type:    {}", d.type_name);
+            let _ = writeln!(out, "group:   {} (routes /v2/{}/…)", d.group, d.group);
+            let _ = writeln!(out, "name:    {}", d.display_name);
+            let _ = writeln!(out, "version: {}", d.handler_version);
+            let _ = writeln!(
+                out,
                 "limits:  max_files {}, max_file_bytes {}, max_total_bytes {}",
                 limit(d.limits.max_files.map(|v| v.to_string())),
                 limit(d.limits.max_file_bytes.map(|v| v.to_string())),
                 limit(d.limits.max_total_bytes.map(|v| v.to_string()))
             );
-            Ok(ExitCode::SUCCESS)
+            ExitCode::SUCCESS
         }
         Err(error) => {
-            println!("world:   dial:handler@1.x — NOT implemented");
-            println!("problem: {error}");
-            Ok(ExitCode::FAILURE)
+            let _ = writeln!(out, "world:   dial:handler@1.x — NOT implemented");
+            let _ = writeln!(out, "problem: {error}");
+            ExitCode::FAILURE
         }
-    }
+    };
+    Ok(print(&out, code))
 }
 
 async fn test_handler(dir: PathBuf, file: PathBuf, strict: bool) -> anyhow::Result<ExitCode> {
-    const HANDLER_FAILED: u8 = 2;
-    let wasm = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+    let mut out = String::new();
+    let wasm = match std::fs::read(&file) {
+        Ok(wasm) => wasm,
+        Err(error) => {
+            let _ = writeln!(out, "error:   cannot read the handler {}: {error}", file.display());
+            return Ok(print(&out, ExitCode::from(HANDLER_FAILED)));
+        }
+    };
     let runtime: Arc<Runtime> = Runtime::new(RuntimeLimits::default(), None, false)
         .map_err(|e| anyhow::anyhow!("starting the handler runtime: {e}"))?;
     let report = match test_folder(runtime, wasm, HandlerSource::File(file.clone()), &dir, strict).await {
         Ok(report) => report,
         Err(error) => {
-            println!("error:   {error}");
-            return Ok(ExitCode::from(HANDLER_FAILED));
+            let _ = writeln!(out, "error:   {error}");
+            return Ok(print(&out, ExitCode::from(HANDLER_FAILED)));
         }
     };
-    println!("handler: {} ({})", report.handler.label(), report.handler.description().group);
-    println!("folder:  {}", dir.display());
-    let print = |kind: &str, problems: &[Problem]| {
+    let _ = writeln!(out, "handler: {} ({})", report.handler.label(), report.handler.description().group);
+    let _ = writeln!(out, "folder:  {}", dir.display());
+    let print_problems = |out: &mut String, kind: &str, problems: &[Problem]| {
         for problem in problems {
-            println!("  {kind} {}: {}", problem.path.as_deref().unwrap_or("(resource)"), problem.message);
+            let _ = writeln!(out, "  {kind} {}: {}", problem.path.as_deref().unwrap_or("(resource)"), problem.message);
         }
     };
-    print("host error", &report.host_problems);
+    print_problems(&mut out, "host error", &report.host_problems);
     match &report.verdict {
-        Verdict::Valid { warnings } => print("warning", warnings),
-        Verdict::Invalid { problems } => print("error", problems),
+        Verdict::Valid { warnings } => print_problems(&mut out, "warning", warnings),
+        Verdict::Invalid { problems } => print_problems(&mut out, "error", problems),
     }
     match &report.metadata {
+        // In the order the handler gave it.
         Some(Ok(metadata)) => {
             for (key, value) in metadata {
-                println!("  metadata {key}: {value}");
+                let _ = writeln!(out, "  metadata {key}: {value}");
             }
         }
-        Some(Err(problems)) => print("metadata error", problems),
+        Some(Err(problems)) => print_problems(&mut out, "metadata error", problems),
         None => {}
     }
     let valid = report.is_valid();
-    println!("verdict: {}", if valid { "valid" } else { "invalid" });
-    Ok(if valid { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    let _ = writeln!(out, "verdict: {}", if valid { "valid" } else { "invalid" });
+    Ok(print(&out, if valid { ExitCode::SUCCESS } else { ExitCode::FAILURE }))
+}
+
+/// Writes a command's output. A reader that went away (`| head`) is not an
+/// error: the command still ends with its own exit code.
+fn print(out: &str, code: ExitCode) -> ExitCode {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(out.as_bytes()) {
+        Ok(()) => code,
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => code,
+        Err(error) => {
+            eprintln!("error: writing the output: {error}");
+            ExitCode::FAILURE
+        }
+    }
 }

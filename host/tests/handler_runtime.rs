@@ -213,7 +213,16 @@ async fn components_of_another_world_are_refused_at_load() {
     assert!(matches!(error, LoadError::NotAHandler(_)), "{error}");
     assert!(error.to_string().contains("does not implement the dial:handler@1.x world"), "{error}");
 
+    // Junk is said to be junk, in words (wasmtime's own error quotes the bytes).
     let error = runtime.load(b"not wasm at all".to_vec(), HandlerSource::File("junk.wasm".into())).await.err().unwrap();
+    assert!(matches!(error, LoadError::NotAComponent(_)), "{error}");
+    assert!(error.to_string().starts_with("not a WebAssembly component: the file does not start"), "{error}");
+    let core_module = b"\0asm\x01\0\0\0".to_vec();
+    let error = runtime.load(core_module, HandlerSource::File("core.wasm".into())).await.err().unwrap();
+    assert!(error.to_string().contains("core WebAssembly module"), "{error}");
+    let mut damaged = std::fs::read(guest("not_a_handler")).unwrap();
+    damaged.truncate(damaged.len() / 2);
+    let error = runtime.load(damaged, HandlerSource::File("cut.wasm".into())).await.err().unwrap();
     assert!(matches!(error, LoadError::Compile(_)), "{error}");
 }
 
@@ -279,11 +288,11 @@ async fn cached_components_are_authenticated_before_they_are_loaded() {
 
     // This host's genuine entry copied under another source's name: the tag
     // binds it to its own source, so it is not loaded for the other one.
-    let junk = b"not a component".to_vec();
-    let name = format!("{}.cwasm", hex(&sha2::Sha256::digest(&junk)));
+    let other = std::fs::read(guest("not_a_handler")).unwrap();
+    let name = format!("{}.cwasm", hex(&sha2::Sha256::digest(&other)));
     std::fs::copy(&entry, entry.with_file_name(name)).unwrap();
-    let error = runtime.load(junk, HandlerSource::Builtin).await.err().expect("junk never loads");
-    assert!(matches!(error, LoadError::Compile(_)), "{error}");
+    let error = runtime.load(other, HandlerSource::Builtin).await.err().expect("the other component is no handler");
+    assert!(matches!(error, LoadError::NotAHandler(_)), "compiled from its own bytes, not the copied entry: {error}");
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -73,6 +73,9 @@ fn handler_test_prints_the_verdict_for_a_local_folder() {
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("metadata version: 1.2"), "{stdout}");
     assert!(stdout.contains("verdict: valid"), "{stdout}");
+    // In the order the handler gives (name, description, version), not sorted.
+    let at = |key: &str| stdout.find(&format!("metadata {key}:")).unwrap_or_else(|| panic!("{key}: {stdout}"));
+    assert!(at("name") < at("description") && at("description") < at("version"), "{stdout}");
 
     // A warning (name differs from the folder) passes, unless --strict.
     std::fs::write(skill.join("SKILL.md"), "---\nname: other\ndescription: d\n---\n").unwrap();
@@ -93,4 +96,39 @@ fn handler_test_prints_the_verdict_for_a_local_folder() {
         setup.run_for_code(&["handler", "test", skill.to_str().unwrap(), &guest("not_a_handler")], &[]);
     assert_eq!(code, Some(2), "{stdout}");
     assert!(stdout.contains("does not implement the dial:handler@1.x world"), "{stdout}");
+
+    // A handler that cannot be read is a handler failure (2), not an invalid folder (1).
+    let (code, stdout, stderr) =
+        setup.run_for_code(&["handler", "test", skill.to_str().unwrap(), "/no/such/missing.wasm"], &[]);
+    assert_eq!(code, Some(2), "{stdout}{stderr}");
+    assert!(stdout.contains("cannot read the handler /no/such/missing.wasm"), "{stdout}");
+}
+
+/// Junk is named for what it is (never dumped as bytes), and output into a
+/// pipe that closes early (`| head`) ends the command quietly.
+#[test]
+fn handler_commands_say_what_junk_is_and_survive_a_closed_pipe() {
+    let setup = Setup::new();
+    let junk = setup.path().join("notes.txt.wasm");
+    std::fs::write(&junk, "just some text, not WebAssembly at all\n".repeat(20)).unwrap();
+    let (ok, stdout, _) = setup.run(&["handler", "inspect", junk.to_str().unwrap()], &[]);
+    assert!(!ok);
+    assert!(
+        stdout.contains("not a WebAssembly component: the file does not start with the WebAssembly magic"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("[") && stdout.len() < 400, "no byte dump: {stdout}");
+
+    let mut child = std::process::Command::new(crate::support::BINARY)
+        .args(["handler", "inspect", &guest("dial_skill_handler")])
+        .env("DIAL_HOST_HANDLERS__CACHE_DIR", crate::support::shared_cache_dir())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes away before anything is written
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
 }

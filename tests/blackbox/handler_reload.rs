@@ -64,7 +64,9 @@ async fn reload_loads_updates_keeps_and_removes_handlers() {
     let notes = serving.iter().find(|h| h["group"] == "notes").unwrap();
     assert_eq!(notes["change"], "loaded");
     assert_eq!(notes["handlerVersion"], "1.0.0");
-    assert!(notes["source"].as_str().unwrap().ends_with("notes.wasm"));
+    // The listing's shape: `{"kind": "file", "path": …}`.
+    assert_eq!(notes["source"]["kind"], "file");
+    assert!(notes["source"]["path"].as_str().unwrap().ends_with("notes.wasm"));
     let first_hash = notes["sha256"].as_str().unwrap().to_string();
     assert_eq!(serving.iter().find(|h| h["group"] == "skills").unwrap()["change"], "unchanged");
     assert_eq!(put_note("milk").await, 200);
@@ -87,7 +89,7 @@ async fn reload_loads_updates_keeps_and_removes_handlers() {
     let report = reply.json();
     let failed = report["failed"].as_array().unwrap();
     assert_eq!(failed.len(), 2, "{report}");
-    assert!(failed[0]["source"].as_str().unwrap().ends_with("notes.wasm"));
+    assert!(failed[0]["source"]["path"].as_str().unwrap().ends_with("notes.wasm"));
     assert!(failed[0]["error"].as_str().unwrap().contains("not a valid WebAssembly component"), "{report}");
     assert_eq!(failed[0]["stillServing"], "note@1.0.0");
     assert!(failed[1]["error"].as_str().unwrap().contains("group 'skills' is already claimed by built-in"), "{report}");
@@ -104,4 +106,16 @@ async fn reload_loads_updates_keeps_and_removes_handlers() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.json()["removed"], serde_json::json!(["notes"]));
     assert_eq!(put_note("milk").await, 404);
+
+    // A directory that cannot be read any more: 422 with the reason, and
+    // every type keeps serving.
+    std::fs::write(dir.join("notes.wasm"), guest("handler_1_0")).unwrap();
+    assert_eq!(client.post("/v1/ops/handlers/reload", &[ADMIN], "").await.status, 200);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let reply = client.post("/v1/ops/handlers/reload", &[ADMIN], "").await;
+    assert_eq!(reply.status, 422, "{}", reply.body);
+    let report = reply.json();
+    assert!(report["failed"][0]["error"].as_str().unwrap().contains("cannot read handlers directory"), "{report}");
+    assert_eq!(report["serving"].as_array().unwrap().len(), 2, "{report}");
+    assert_eq!(put_note("still").await, 200, "the types keep serving");
 }

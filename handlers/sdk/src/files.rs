@@ -125,8 +125,13 @@ impl fmt::Display for FileError {
 impl std::error::Error for FileError {}
 
 impl From<FileError> for Problem {
+    /// A missing file is a problem of the resource (it has no such file to
+    /// point at), saying what to add; the others are about their file.
     fn from(error: FileError) -> Self {
-        Problem::at(error.path(), error.to_string())
+        match &error {
+            FileError::NotListed { path } => Problem::new(format!("{error}: add {path} to the resource")),
+            _ => Problem::at(error.path(), error.to_string()),
+        }
     }
 }
 

@@ -35,7 +35,7 @@
 //! let mut files = MemoryFiles::new().with("NOTE.md", "Hello");
 //! assert_eq!(Notes::validate(&ResourceInfo::at("team/hello"), &mut files), Ok(vec![]));
 //! let errors = Notes::validate(&ResourceInfo::at("empty"), &mut MemoryFiles::new()).unwrap_err();
-//! assert_eq!(errors[0].to_string(), "NOTE.md: NOTE.md is missing");
+//! assert_eq!(errors[0].to_string(), "NOTE.md is missing: add NOTE.md to the resource");
 //! ```
 //!
 //! The rules never touch the WIT types, so they run natively: unit tests pass
@@ -125,8 +125,9 @@ impl Problem {
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.path {
-            Some(path) => write!(f, "{path}: {}", self.message),
-            None => f.write_str(&self.message),
+            // A message that already names its file is not prefixed twice.
+            Some(path) if !self.message.starts_with(path.as_str()) => write!(f, "{path}: {}", self.message),
+            _ => f.write_str(&self.message),
         }
     }
 }

@@ -26,11 +26,13 @@ pub fn read_toml<T: DeserializeOwned>(files: &mut dyn FileSet, path: &str, max_b
 #[cfg(feature = "toml")]
 pub fn parse_toml<T: DeserializeOwned>(text: &str, path: &str, max_bytes: u64) -> Result<T, Problem> {
     check_size(text, path, max_bytes)?;
-    toml::from_str(text).map_err(|error| {
-        // The toml error already names the line and column and quotes the
-        // offending line; keep it, on one paragraph.
-        let detail = error.to_string();
-        Problem::at(path, format!("{path} is not valid TOML: {}", detail.trim_end()))
+    // Syntax first, then the shape: a value of the wrong type in valid TOML
+    // is not "not valid TOML". The toml errors name the line and column (or
+    // the key) and quote the offending line; keep them, on one paragraph.
+    let table: toml::Table = toml::from_str(text)
+        .map_err(|error| Problem::at(path, format!("{path} is not valid TOML: {}", error.to_string().trim_end())))?;
+    T::deserialize(table).map_err(|error| {
+        Problem::at(path, format!("{path} has a value of the wrong kind: {}", error.to_string().trim_end()))
     })
 }
 
@@ -46,7 +48,13 @@ pub fn read_json<T: DeserializeOwned>(files: &mut dyn FileSet, path: &str, max_b
 pub fn parse_json<T: DeserializeOwned>(text: &str, path: &str, max_bytes: u64) -> Result<T, Problem> {
     check_size(text, path, max_bytes)?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    serde_json::from_str(text).map_err(|error| Problem::at(path, format!("{path} is not valid JSON: {error}")))
+    serde_json::from_str(text).map_err(|error| {
+        let what = match error.classify() {
+            serde_json::error::Category::Data => "has a value of the wrong kind",
+            _ => "is not valid JSON",
+        };
+        Problem::at(path, format!("{path} {what}: {error}"))
+    })
 }
 
 fn check_size(text: &str, path: &str, max_bytes: u64) -> Result<(), Problem> {
@@ -88,7 +96,9 @@ mod tests {
         assert_eq!(error.path.as_deref(), Some("m.toml"));
         assert!(error.message.starts_with("m.toml is not valid TOML:") && error.message.contains("line 1"), "{error}");
         let error = parse_toml::<Manifest>("name = 5\n", "m.toml", 1024).unwrap_err();
-        assert!(error.message.contains("invalid type"), "{error}");
+        assert!(error.message.starts_with("m.toml has a value of the wrong kind:"), "{error}");
+        assert!(error.message.contains("invalid type") && !error.message.contains("not valid TOML"), "{error}");
+        assert_eq!(error.to_string(), error.message, "the path is not repeated in front");
         let deep = format!("x = {}", "[".repeat(100_000));
         assert!(parse_toml::<toml::Table>(&deep, "m.toml", 1 << 20).is_err());
     }
@@ -100,6 +110,8 @@ mod tests {
         assert_eq!(manifest.name.as_deref(), Some("x"));
         let error = parse_json::<Manifest>("{\"name\": }", "m.json", 1024).unwrap_err();
         assert!(error.message.starts_with("m.json is not valid JSON:") && error.message.contains("line 1"));
+        let error = parse_json::<Manifest>("{\"name\": 5}", "m.json", 1024).unwrap_err();
+        assert!(error.message.starts_with("m.json has a value of the wrong kind:"), "{error}");
         let deep = "[".repeat(100_000);
         assert!(parse_json::<serde_json::Value>(&deep, "m.json", 1 << 20).unwrap_err().message.contains("recursion"));
     }
@@ -112,6 +124,8 @@ mod tests {
         assert_eq!(error.message, "m.toml is 2048 bytes; the limit is 1024 bytes (1 KiB)");
         assert_eq!(files.bytes_read(), 0);
         assert!(parse_json::<Manifest>(&"1".repeat(2048), "m.json", 1024).unwrap_err().message.contains("limit"));
-        assert!(read_toml::<Manifest>(&mut files, "missing.toml", 1024).unwrap_err().message.contains("missing"));
+        let missing = read_toml::<Manifest>(&mut files, "missing.toml", 1024).unwrap_err();
+        assert_eq!(missing.to_string(), "missing.toml is missing: add missing.toml to the resource", "said once");
+        assert_eq!(missing.path, None);
     }
 }

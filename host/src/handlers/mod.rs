@@ -63,8 +63,9 @@ pub struct Problem {
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.path {
-            Some(path) => write!(f, "{path}: {}", self.message),
-            None => f.write_str(&self.message),
+            // A message that already names its file is not prefixed twice.
+            Some(path) if !self.message.starts_with(path.as_str()) => write!(f, "{path}: {}", self.message),
+            _ => f.write_str(&self.message),
         }
     }
 }

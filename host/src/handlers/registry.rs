@@ -63,7 +63,8 @@ pub struct ReloadReport {
 pub struct ServingHandler {
     pub group: String,
     pub handler_version: String,
-    pub source: String,
+    /// As the handler listing shows it: `{"kind": "file", "path": …}`.
+    pub source: HandlerSource,
     pub sha256: String,
     /// `loaded` (new group), `updated` (new component), `unchanged`.
     pub change: &'static str,
@@ -72,7 +73,8 @@ pub struct ServingHandler {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FailedHandler {
-    pub source: String,
+    /// As the handler listing shows it (the directory, when it cannot be read).
+    pub source: HandlerSource,
     pub error: String,
     /// The version that keeps serving the file's group, if one did before.
     pub still_serving: Option<String>,
@@ -140,8 +142,23 @@ impl HandlerRegistry {
         let mut report = ReloadReport::default();
         let mut failures: Vec<(HandlerSource, String)> = Vec::new();
         let config = self.config.clone();
-        let sources =
-            tokio::task::spawn_blocking(move || sources(&config)).await.expect("reading handler files panicked")?;
+        let read = tokio::task::spawn_blocking(move || sources(&config)).await.expect("reading handler files panicked");
+        let sources = match read {
+            Ok(sources) => sources,
+            // Nothing can be compared with a directory that cannot be read:
+            // everything keeps serving, and the report says why.
+            Err(RegistryError::Directory { dir, error }) => {
+                tracing::warn!(dir = %dir.display(), %error, "reload: cannot read the handlers directory");
+                report.failed.push(FailedHandler {
+                    source: HandlerSource::File(dir.clone()),
+                    error: format!("cannot read handlers directory {}: {error}", dir.display()),
+                    still_serving: None,
+                });
+                report.serving = before.iter().map(|(group, handler)| serving(group, handler, "unchanged")).collect();
+                return Ok(report);
+            }
+            Err(error) => return Err(error),
+        };
         for (source, wasm) in sources {
             let sha256 = super::runtime::sha256_hex(&wasm);
             let handler = match by_hash.get(&(&source, sha256.as_str())) {
@@ -172,11 +189,7 @@ impl HandlerRegistry {
                 next.insert(kept.description().group.clone(), kept.clone());
             }
             tracing::warn!(source = %source, error = %error, kept = ?kept.as_ref().map(Handler::label), "handler failed to load");
-            report.failed.push(FailedHandler {
-                source: source.to_string(),
-                error,
-                still_serving: kept.map(|h| h.label().to_string()),
-            });
+            report.failed.push(FailedHandler { source, error, still_serving: kept.map(|h| h.label().to_string()) });
         }
 
         for (group, handler) in &next {
@@ -188,13 +201,7 @@ impl HandlerRegistry {
             if change != "unchanged" {
                 log_loaded(handler);
             }
-            report.serving.push(ServingHandler {
-                group: group.clone(),
-                handler_version: handler.description().handler_version.clone(),
-                source: handler.source().to_string(),
-                sha256: handler.sha256().to_string(),
-                change,
-            });
+            report.serving.push(serving(group, handler, change));
         }
         report.removed = before.keys().filter(|group| !next.contains_key(*group)).cloned().collect();
         for group in &report.removed {
@@ -209,6 +216,16 @@ impl Handler {
     pub(super) fn new(loaded: super::runtime::LoadedComponent, runtime: Arc<Runtime>, config: &HandlersConfig) -> Self {
         let strict = config.types.get(&loaded.description.group).is_some_and(|settings| settings.strict);
         Handler { inner: Arc::new(loaded), runtime, strict }
+    }
+}
+
+fn serving(group: &str, handler: &Handler, change: &'static str) -> ServingHandler {
+    ServingHandler {
+        group: group.to_string(),
+        handler_version: handler.description().handler_version.clone(),
+        source: handler.source().clone(),
+        sha256: handler.sha256().to_string(),
+        change,
     }
 }
 

@@ -84,6 +84,9 @@ impl Default for RuntimeLimits {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The bytes are not a component at all (said in words, never dumped).
+    #[error("not a WebAssembly component: {0}")]
+    NotAComponent(&'static str),
     #[error("not a valid WebAssembly component: {0}")]
     Compile(String),
     #[error("does not implement the dial:handler@1.x world (built against 1.0.0 up to this host's 1.1.0): {0}")]
@@ -170,6 +173,7 @@ impl Runtime {
     /// Compiles (or loads from the disk cache) a component, checks it
     /// implements the handler world, and asks it to describe itself.
     pub async fn load(&self, wasm: Vec<u8>, source: HandlerSource) -> Result<LoadedComponent, LoadError> {
+        check_component_header(&wasm)?;
         let sha256 = sha256_hex(&wasm);
         let component = {
             let engine = self.engine.clone();
@@ -582,6 +586,24 @@ fn problems(list: Vec<bindings::Problem>) -> Vec<Problem> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What the first bytes say a file is, before wasmtime is asked (whose
+/// errors for non-WebAssembly input quote the bytes).
+fn check_component_header(wasm: &[u8]) -> Result<(), LoadError> {
+    const MAGIC: &[u8] = b"\0asm";
+    const CORE_MODULE: [u8; 4] = [1, 0, 0, 0];
+    match wasm.get(..8) {
+        None if wasm.is_empty() => Err(LoadError::NotAComponent("the file is empty")),
+        _ if !wasm.starts_with(MAGIC) => {
+            Err(LoadError::NotAComponent("the file does not start with the WebAssembly magic bytes (\\0asm)"))
+        }
+        None => Err(LoadError::NotAComponent("the file ends inside the WebAssembly header")),
+        Some(header) if header[4..8] == CORE_MODULE => Err(LoadError::NotAComponent(
+            "it is a core WebAssembly module; build a component (cargo build --target wasm32-wasip2)",
+        )),
+        Some(_) => Ok(()),
+    }
 }
 
 /// SHA-256 of a component, hex: its identity in the cache and the registry.
