@@ -15,9 +15,10 @@
 use crate::auth::Caller;
 use crate::buckets::BucketLocation;
 use crate::documents::DocumentError;
+use crate::keys::KeyData;
 use crate::publication::rules::{PublicRules, RulesDocument, admits_with};
 use crate::resource_url::ResourceUrl;
-use crate::sharing::{SharingError, SharingService};
+use crate::sharing::{SharingError, SharingService, covers};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Permission {
@@ -154,17 +155,24 @@ impl AccessService {
     /// everything.
     pub async fn permissions(&self, caller: &Caller, resource: Resource<'_>) -> Result<Permissions, AccessError> {
         let mut granted = owner_or_admin(caller, resource.location);
+        if let Some(key) = &caller.per_request {
+            granted = granted.union(key_permissions(key, resource));
+        }
         if granted == Permissions::ALL {
             return Ok(granted);
         }
         match resource.location {
+            // As the user behind the call sees them (a key carries their roles).
             BucketLocation::Public => {
                 if self.rules.admits(caller, resource.url).await? {
                     granted = granted.union(Permissions::READ);
                 }
             }
+            // Shared with the user behind the call — for a key, the
+            // originating user, whose own bucket it never reaches this way
+            // (nobody shares with themselves).
             BucketLocation::User(_) | BucketLocation::Key(_) => {
-                let grantee = caller.bucket_location();
+                let grantee = caller.user_location();
                 let shared = self.sharing.granted(resource.location, &grantee, &resource.url.to_string()).await?;
                 granted = granted.union(shared);
             }
@@ -191,6 +199,27 @@ impl ListingFilter {
     }
 }
 
+/// What a per-request key adds (SPEC §6): its application's appdata folder
+/// in the originating user's bucket (any group) → read + write; the grants
+/// baked into the key (request attachments, dependencies) → as granted. Its
+/// own bucket is the caller's bucket, handled as any owner's.
+fn key_permissions(key: &KeyData, resource: Resource<'_>) -> Permissions {
+    let mut granted = Permissions::default();
+    let in_appdata =
+        matches!(resource.url.segments(), [first, second, ..] if first == APPDATA_FOLDER && *second == key.app_id);
+    if in_appdata && *resource.location == key.user_bucket() {
+        granted = Permissions::ALL;
+    }
+    let url = resource.url.to_string();
+    for grant in key.grants.iter().filter(|grant| covers(&grant.url, &url)) {
+        granted = granted.union(Permissions { read: grant.read, write: grant.write });
+    }
+    granted
+}
+
+/// The folder holding each application's data in a user's bucket.
+pub const APPDATA_FOLDER: &str = "appdata";
+
 /// Own bucket → everything; admin → everything on `public` and review
 /// buckets; the owner of a review bucket → read.
 fn owner_or_admin(caller: &Caller, location: &BucketLocation) -> Permissions {
@@ -209,7 +238,51 @@ mod tests {
     use crate::auth::Identity;
 
     fn caller(id: &str, admin: bool) -> Caller {
-        Caller { identity: Identity::User { id: id.into() }, roles: vec![], is_admin: admin, claims: None }
+        Caller {
+            identity: Identity::User { id: id.into() },
+            roles: vec![],
+            is_admin: admin,
+            claims: None,
+            per_request: None,
+        }
+    }
+
+    #[test]
+    fn a_per_request_key_reaches_its_app_bucket_appdata_and_grants_only() {
+        use crate::keys::{KeyData, KeyGrant, Originator};
+        use crate::resource_url::{Intent, ResourceUrl};
+        let key = KeyData {
+            user: Originator { identity: Identity::User { id: "alice".into() }, roles: vec![], claims: None },
+            app: "echo".into(),
+            app_id: "echo".into(),
+            execution_path: vec![],
+            trace_id: String::new(),
+            grants: vec![
+                KeyGrant { url: "files/ALICE/doc.txt".into(), read: true, write: false },
+                KeyGrant { url: "files/ALICE/shared/".into(), read: true, write: false },
+            ],
+            expires_at: i64::MAX,
+        };
+        let alice = BucketLocation::User("alice".into());
+        let caller = Caller::for_key(std::sync::Arc::new(key));
+        assert!(!caller.is_admin);
+        assert_eq!(caller.bucket_location(), BucketLocation::Key("echo".into()));
+        assert_eq!(caller.user_location(), alice);
+        let on = |raw: &str, location: &BucketLocation| {
+            let url = ResourceUrl::parse(raw, Intent::Read).unwrap();
+            owner_or_admin(&caller, location)
+                .union(key_permissions(caller.per_request.as_ref().unwrap(), Resource { url: &url, location }))
+        };
+        assert_eq!(on("files/ALICE/appdata/echo/note.txt", &alice), Permissions::ALL);
+        assert_eq!(on("prompts/ALICE/appdata/echo/", &alice), Permissions::ALL, "any group");
+        assert_eq!(on("files/ALICE/appdata/other/note.txt", &alice), Permissions::default(), "another app's");
+        assert_eq!(on("files/ALICE/private.txt", &alice), Permissions::default(), "never the user's own bucket");
+        assert_eq!(on("files/ALICE/doc.txt", &alice), Permissions::READ);
+        assert_eq!(on("files/ALICE/shared/deep/x.txt", &alice), Permissions::READ);
+        assert_eq!(on("files/ECHO/anything", &BucketLocation::Key("echo".into())), Permissions::ALL);
+        let bob = BucketLocation::User("bob".into());
+        assert_eq!(on("files/BOB/appdata/echo/x", &bob), Permissions::default(), "appdata is the user's only");
+        assert_eq!(on("files/public/x", &BucketLocation::Public), Permissions::default(), "no admin rights");
     }
 
     #[test]

@@ -10,21 +10,32 @@ use std::collections::{BTreeMap, HashSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
 use serde_json::Value;
 
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
 use crate::buckets::BucketLocation;
 use crate::config::{AccessConfig, IdentityConfig, ProjectKey, PublicKeyAlgorithm};
+use crate::keys::{KeyData, Originator};
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
+    /// Who the call is for: the user or project — for an application holding
+    /// a per-request key, the one the chain of calls started from.
     pub identity: Identity,
     pub roles: Vec<String>,
     pub is_admin: bool,
     /// The token's claims, for public-folder rules over claims; `None` for
     /// API-key callers (such a caller never matches a claim rule).
     pub claims: Option<Value>,
+    /// Set when an application calls with its per-request key: it then owns
+    /// `Keys/<app>/` instead of the user's bucket, and is never an admin.
+    pub per_request: Option<Arc<KeyData>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Identity {
     /// A JWT user, by the configured user-id claim.
     User { id: String },
@@ -41,12 +52,40 @@ impl Caller {
         }
     }
 
-    /// The bucket the caller owns.
+    /// The bucket the caller owns: an application's own bucket for a
+    /// per-request key (never the user's).
     pub fn bucket_location(&self) -> BucketLocation {
+        match &self.per_request {
+            Some(key) => key.app_bucket(),
+            None => self.user_location(),
+        }
+    }
+
+    /// The bucket of the user or project behind the call: what is shared
+    /// with *them* is what the call may use.
+    pub fn user_location(&self) -> BucketLocation {
         match &self.identity {
             Identity::User { id } => BucketLocation::User(id.clone()),
             Identity::Project { name } => BucketLocation::Key(name.clone()),
         }
+    }
+
+    /// An application calling with its per-request key: the originating
+    /// user's identity and roles, the application's own bucket, no admin.
+    pub fn for_key(key: Arc<KeyData>) -> Self {
+        Self {
+            identity: key.user.identity.clone(),
+            roles: key.user.roles.clone(),
+            is_admin: false,
+            claims: key.user.claims.clone(),
+            per_request: Some(key),
+        }
+    }
+
+    /// The originating user of a call this caller makes (itself, or the one
+    /// its key carries).
+    pub fn originator(&self) -> Originator {
+        Originator { identity: self.identity.clone(), roles: self.roles.clone(), claims: self.claims.clone() }
     }
 }
 
@@ -122,6 +161,11 @@ impl Authenticator {
             identity: identity.clone(),
             admin_roles: access.admin_roles.iter().cloned().collect(),
         })
+    }
+
+    /// Whether `key` is one of the configured project keys.
+    pub fn is_project_key(&self, key: &str) -> bool {
+        self.project_keys.contains_key(key)
     }
 
     /// Authenticates one request from its `Api-Key` and `Authorization`
@@ -221,7 +265,7 @@ impl Authenticator {
 
     fn caller(&self, identity: Identity, roles: Vec<String>) -> Caller {
         let is_admin = roles.iter().any(|role| self.admin_roles.contains(role));
-        Caller { identity, roles, is_admin, claims: None }
+        Caller { identity, roles, is_admin, claims: None, per_request: None }
     }
 }
 

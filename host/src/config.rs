@@ -35,6 +35,11 @@ pub struct Config {
     pub redis: RedisConfig,
     pub locks: LockConfig,
     pub log: LogConfig,
+    /// Applications defined here: `[applications.<name>]` with the fields of
+    /// the JSON definition in snake_case. The deployment id is `<name>`.
+    pub applications: BTreeMap<String, serde_json::Value>,
+    pub proxy: ProxyConfig,
+    pub per_request_key: PerRequestKeyConfig,
 }
 
 impl Default for Config {
@@ -54,7 +59,51 @@ impl Default for Config {
             redis: RedisConfig::default(),
             locks: LockConfig::default(),
             log: LogConfig::default(),
+            applications: BTreeMap::new(),
+            proxy: ProxyConfig::default(),
+            per_request_key: PerRequestKeyConfig::default(),
         }
+    }
+}
+
+/// Calls to applications (`/openai/deployments/…` and the other mint sites).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProxyConfig {
+    /// How long connecting to an application may take (then 502).
+    pub connect_timeout_ms: u64,
+    /// How long an application may stay silent — before its response
+    /// starts, or between two chunks of it (then 504, or the stream ends).
+    pub read_timeout_ms: u64,
+    /// Largest request body forwarded (then 413). Bodies of the LLM APIs are
+    /// read whole before the call, to find their attachments.
+    pub max_request_bytes: u64,
+    /// Idle connections kept per application host.
+    pub pool_max_idle_per_host: usize,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        Self {
+            connect_timeout_ms: 10_000,
+            read_timeout_ms: 300_000,
+            max_request_bytes: 16 << 20,
+            pool_max_idle_per_host: 32,
+        }
+    }
+}
+
+/// The keys handed to applications for one call.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PerRequestKeyConfig {
+    /// The longest a key lives, should its call never end.
+    pub ttl_seconds: u64,
+}
+
+impl Default for PerRequestKeyConfig {
+    fn default() -> Self {
+        Self { ttl_seconds: 1800 }
     }
 }
 

@@ -4,6 +4,7 @@
 //! See `ARCHITECTURE.md` at the repository root for the map.
 
 pub mod access;
+pub mod apps;
 pub mod auth;
 pub mod blobs;
 pub mod buckets;
@@ -14,7 +15,9 @@ pub mod events;
 pub mod folders;
 pub mod handlers;
 pub mod http;
+pub mod keys;
 pub mod locks;
+pub mod proxy;
 pub mod publication;
 pub mod resource_url;
 pub mod server;

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 
 use crate::access::AccessService;
+use crate::apps::ConfigApps;
 use crate::auth::Authenticator;
 use crate::blobs::{BlobLimits, BlobService};
 use crate::buckets::BucketCodec;
@@ -24,10 +25,11 @@ use crate::folders::FolderEngine;
 use crate::folders::gc::spawn_sweeper;
 use crate::handlers::{CacheConfig, HandlerRegistry, Runtime, RuntimeLimits};
 use crate::http::{self, AppState, Services};
+use crate::proxy::Proxy;
 use crate::publication::rules::PublicRules;
 use crate::sharing::SharingService;
 use crate::storage::{self, PathLimits};
-use crate::{events, locks};
+use crate::{events, keys, locks};
 
 const GENERATED_FILE: &str = "generated.toml";
 
@@ -217,7 +219,10 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
         SharingService::new(documents.clone(), buckets.clone(), config.sharing.clone()),
         PublicRules::new(documents.clone()),
     );
-    Ok(AppState::new(Services { auth, access, documents, buckets, handlers, store, folders, blobs }))
+    let apps = ConfigApps::load(&config.applications).map_err(|why| anyhow::anyhow!("invalid application {why}"))?;
+    let keys = keys::from_config(redis.as_ref().map(|(_, c)| c), &key_prefix);
+    let proxy = Proxy::new(&config.proxy, &config.per_request_key).context("building the application client")?;
+    Ok(AppState::new(Services { auth, apps, keys, proxy, access, documents, buckets, handlers, store, folders, blobs }))
 }
 
 /// Runs the server until Ctrl-C or SIGTERM.

@@ -517,8 +517,13 @@ mod tests {
             )]),
         );
         let sharing = service(config);
-        let plain =
-            Caller { identity: Identity::User { id: "a".into() }, roles: vec![], is_admin: false, claims: None };
+        let plain = Caller {
+            identity: Identity::User { id: "a".into() },
+            roles: vec![],
+            is_admin: false,
+            claims: None,
+            per_request: None,
+        };
         assert_eq!(sharing.limit_for(&plain, "SKILL"), (72, Some(10)));
         assert_eq!(sharing.limit_for(&plain, "FILE"), (72, None));
         let power = Caller { roles: vec!["power".into()], ..plain };

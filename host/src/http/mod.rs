@@ -1,6 +1,7 @@
 //! The HTTP surface: DIAL-compatible routes over the host's services.
 
 pub mod catalog;
+mod deployments;
 pub mod error;
 pub mod extract;
 mod multipart;
@@ -21,12 +22,15 @@ use tower_http::cors::{Any, CorsLayer};
 use tower_http::trace::TraceLayer;
 
 use crate::access::AccessService;
+use crate::apps::ConfigApps;
 use crate::auth::Authenticator;
 use crate::blobs::BlobService;
 use crate::buckets::BucketCodec;
 use crate::documents::Documents;
 use crate::folders::FolderEngine;
 use crate::handlers::HandlerRegistry;
+use crate::keys::KeyStore;
+use crate::proxy::Proxy;
 
 /// Shared by every request: cheap to clone.
 #[derive(Clone)]
@@ -37,6 +41,9 @@ pub struct AppState {
 /// The services routes use.
 pub struct Services {
     pub auth: Authenticator,
+    pub apps: ConfigApps,
+    pub keys: Arc<dyn KeyStore>,
+    pub proxy: Proxy,
     pub access: AccessService,
     pub documents: Documents,
     pub buckets: BucketCodec,
@@ -53,6 +60,18 @@ impl AppState {
 
     pub fn auth(&self) -> &Authenticator {
         &self.inner.auth
+    }
+
+    pub fn apps(&self) -> &ConfigApps {
+        &self.inner.apps
+    }
+
+    pub fn keys(&self) -> &Arc<dyn KeyStore> {
+        &self.inner.keys
+    }
+
+    pub fn proxy(&self) -> &Proxy {
+        &self.inner.proxy
     }
 
     pub fn access(&self) -> &AccessService {
@@ -119,6 +138,13 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/prompts/{*path}", v1::resource_routes())
         .route("/v1/conversations/{*path}", v1::resource_routes())
         .route("/v1/applications/{*path}", v1::resource_routes())
+        // The mint sites: bodies are bounded by the proxy while reading.
+        .route("/openai/deployments/{*rest}", post(deployments::openai).layer(DefaultBodyLimit::disable()))
+        .route("/anthropic/deployments/{*rest}", post(deployments::anthropic).layer(DefaultBodyLimit::disable()))
+        .route(
+            "/v1/deployments/{*rest}",
+            post(deployments::mcp).get(deployments::mcp).delete(deployments::mcp).layer(DefaultBodyLimit::disable()),
+        )
         .route("/v2/metadata/{*path}", get(v2::metadata))
         .route("/v2/ops/{group}/restore", post(v2::restore))
         // Uploads are limited by the engine while streaming, per type.

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::error::ApiError;
 use super::extract::Admin;
+use crate::access::APPDATA_FOLDER;
 use crate::auth::Caller;
 use crate::handlers::{HandlerSource, LimitOverrides};
 
@@ -29,11 +30,20 @@ pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiErro
 #[derive(Serialize)]
 pub struct BucketResponse {
     bucket: String,
+    /// For a per-request key: `<user bucket>/appdata/<app>`, the folder the
+    /// application may write in the user's bucket.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    appdata: Option<String>,
 }
 
-/// `GET /v1/bucket`: the caller's own bucket id.
+/// `GET /v1/bucket`: the caller's own bucket id (an application's own bucket
+/// for a per-request key, with its appdata folder).
 pub async fn bucket(State(state): State<AppState>, caller: Caller) -> Json<BucketResponse> {
-    Json(BucketResponse { bucket: state.buckets().encode(&caller.bucket_location()) })
+    let appdata = caller
+        .per_request
+        .as_ref()
+        .map(|key| format!("{}/{APPDATA_FOLDER}/{}", state.buckets().encode(&key.user_bucket()), key.app_id));
+    Json(BucketResponse { bucket: state.buckets().encode(&caller.bucket_location()), appdata })
 }
 
 #[derive(Serialize)]

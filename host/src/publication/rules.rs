@@ -212,6 +212,7 @@ mod tests {
             roles: roles.iter().map(|r| r.to_string()).collect(),
             is_admin: false,
             claims: Some(claims),
+            per_request: None,
         }
     }
 

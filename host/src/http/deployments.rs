@@ -1,0 +1,264 @@
+//! The mint sites (SPEC §8): calls to applications through the host, each
+//! handing the application a fresh per-request key.
+//!
+//! - `POST /openai/deployments/{id}/chat/completions` → `endpoint`
+//! - `POST /openai/deployments/{id}/responses` → `interfaces.responses.endpoint`
+//! - `POST /anthropic/deployments/{id}/v1/messages` → `interfaces.anthropic_messages.endpoint`
+//! - `POST|GET|DELETE /v1/deployments/{id}/mcp` → `mcp.endpoint`
+//!
+//! `{id}` is a configuration name or `applications/{bucket}/{path}`. A call:
+//! resolve the deployment (404 unknown, 403 not callable) → read the body
+//! (bounded) → for the LLM APIs, every attachment must be readable by the
+//! caller (403 before the application is contacted) → mint the key (its
+//! grants: the attachments; it carries the originating user, the trace id
+//! and the execution path, extended when an application calls on) → forward
+//! and relay ([`crate::proxy`]).
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::Response;
+use std::sync::Arc;
+
+use super::AppState;
+use super::catalog;
+use super::error::ApiError;
+use crate::access::{Permission, Resource};
+use crate::apps::{Api, Application, app_id};
+use crate::auth::Caller;
+use crate::blobs::BlobTarget;
+use crate::blobs::service::Download;
+use crate::etag::Preconditions;
+use crate::keys::{self, KeyData, KeyGrant, KeyLease};
+use crate::proxy::{UpstreamCall, attachments};
+use crate::resource_url::{Intent, ResourceUrl};
+
+/// `POST /openai/deployments/{id}/chat/completions|responses`
+pub async fn openai(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let rest = super::raw_path(&uri, "/openai/deployments/");
+    let (id, api) = if let Some(id) = rest.strip_suffix("/chat/completions") {
+        (id, Api::ChatCompletions)
+    } else if let Some(id) = rest.strip_suffix("/responses") {
+        (id, Api::Responses)
+    } else {
+        return Err(no_route(&uri));
+    };
+    call(&state, &caller, id, api, &uri, method, headers, body).await
+}
+
+/// `POST /anthropic/deployments/{id}/v1/messages`
+pub async fn anthropic(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let rest = super::raw_path(&uri, "/anthropic/deployments/");
+    let id = rest.strip_suffix("/v1/messages").ok_or_else(|| no_route(&uri))?;
+    call(&state, &caller, id, Api::AnthropicMessages, &uri, method, headers, body).await
+}
+
+/// `POST|GET|DELETE /v1/deployments/{id}/mcp` (MCP streamable HTTP).
+pub async fn mcp(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let rest = super::raw_path(&uri, "/v1/deployments/");
+    let id = rest.strip_suffix("/mcp").ok_or_else(|| no_route(&uri))?;
+    call(&state, &caller, id, Api::Mcp, &uri, method, headers, body).await
+}
+
+fn no_route(uri: &Uri) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, format!("No route: {}", uri.path()))
+}
+
+/// One call, from resolution to relay.
+#[allow(clippy::too_many_arguments)]
+async fn call(
+    state: &AppState,
+    caller: &Caller,
+    raw_id: &str,
+    api: Api,
+    uri: &Uri,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let id = percent_encoding::percent_decode_str(raw_id)
+        .decode_utf8()
+        .map_err(|_| ApiError::not_found(&format!("Unknown application: {raw_id}")))?
+        .into_owned();
+    let application = resolve(state, caller, &id).await?;
+    let endpoint = application.endpoint_for(api).ok_or_else(|| {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("Deployment {id} has no {} endpoint", api.name()))
+    })?;
+    let mut url = url::Url::parse(endpoint).map_err(|_| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("Deployment {id} has an invalid {} endpoint", api.name()),
+        )
+    })?;
+    if let Some(query) = uri.query() {
+        url.set_query(Some(query));
+    }
+
+    let proxy = state.proxy();
+    if api != Api::Mcp && !is_json(&headers) {
+        return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"));
+    }
+    let body = read_body(body, proxy.max_request_bytes()).await?;
+    let grants = if api == Api::Mcp { Vec::new() } else { attachment_grants(state, caller, api, &body).await? };
+
+    let key = match application.forwards_key(api) {
+        false => None,
+        true => {
+            let data = KeyData {
+                user: caller.originator(),
+                app: id.clone(),
+                app_id: app_id(&id),
+                execution_path: execution_path(caller, &id),
+                trace_id: caller.per_request.as_ref().map_or_else(new_trace_id, |key| key.trace_id.clone()),
+                grants,
+                expires_at: keys::expiry(proxy.key_ttl()),
+            };
+            let key = state.keys().mint(data).await.map_err(key_store_unavailable)?;
+            Some(KeyLease::new(state.keys().clone(), key))
+        }
+    };
+    let call = UpstreamCall { method, url, headers, body, key, follow_redirects: api == Api::Mcp };
+    Ok(match proxy.forward(call).await {
+        Ok(response) => response,
+        Err(error) => {
+            tracing::warn!(deployment = %id, %error, "application call failed");
+            axum::response::IntoResponse::into_response(error)
+        }
+    })
+}
+
+/// The application a deployment id names, if the caller may call it:
+/// a configuration application whose `user_roles` admit the caller, or a
+/// stored definition the caller can read.
+async fn resolve(state: &AppState, caller: &Caller, id: &str) -> Result<Arc<Application>, ApiError> {
+    if let Some(app) = state.apps().get(id) {
+        if !app.admits(&caller.roles) {
+            return Err(ApiError::new(StatusCode::FORBIDDEN, format!("Forbidden deployment: {id}")));
+        }
+        return Ok(app);
+    }
+    let unknown = || ApiError::not_found(&format!("Unknown application: {id}"));
+    if !id.starts_with("applications/") || id.ends_with('/') {
+        return Err(unknown());
+    }
+    let encoded: Vec<String> = id
+        .split('/')
+        .map(|segment| percent_encoding::utf8_percent_encode(segment, crate::resource_url::SEGMENT_ESCAPES).to_string())
+        .collect();
+    let url = ResourceUrl::parse(&encoded.join("/"), Intent::Read).map_err(|_| unknown())?;
+    let location = state.buckets().decode(url.bucket()).map_err(|_| unknown())?;
+    state.access().check(caller, Resource { url: &url, location: &location }, Permission::Read).await?;
+    let target = BlobTarget::new(url, location).map_err(|_| unknown())?;
+    let content = match state.blobs().download(&target, &Preconditions::default()).await {
+        Ok(Download::Content { body, .. }) => body,
+        Ok(Download::NotModified(_)) => unreachable!("no If-None-Match was sent"),
+        Err(crate::blobs::BlobError::NotFound(_)) => return Err(unknown()),
+        Err(error) => return Err(error.into()),
+    };
+    let bytes = read_stream(content, state.proxy().max_request_bytes()).await?;
+    let app = Application::from_stored(&bytes).map_err(|why| {
+        tracing::error!(deployment = id, why, "stored application definition");
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("The definition of {id} cannot be read"))
+    })?;
+    Ok(Arc::new(app))
+}
+
+/// READ grants for the request's attachments; one the caller cannot read
+/// fails the whole call before the application is contacted.
+async fn attachment_grants(
+    state: &AppState,
+    caller: &Caller,
+    api: Api,
+    body: &Bytes,
+) -> Result<Vec<KeyGrant>, ApiError> {
+    let parsed: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("Invalid JSON body: {e}")))?;
+    let mut grants = Vec::new();
+    for url in attachments::collect(api, &parsed) {
+        let denied = || ApiError::new(StatusCode::FORBIDDEN, format!("Access denied to the file {url}"));
+        let link = catalog::parse_link(state, &url).map_err(|_| denied())?;
+        let link = catalog::canonical(state, link).await?;
+        let resource = Resource { url: &link.url, location: &link.location };
+        if !state.access().permissions(caller, resource).await?.read {
+            return Err(denied());
+        }
+        grants.push(KeyGrant { url: link.key(), read: true, write: false });
+    }
+    Ok(grants)
+}
+
+/// The callee's place in the chain: the caller's path (for an application
+/// calling on, the path its key carries; for the root call, who made it),
+/// then the callee.
+fn execution_path(caller: &Caller, deployment: &str) -> Vec<String> {
+    let mut path = match &caller.per_request {
+        Some(key) => key.execution_path.clone(),
+        None => vec![caller.author_name()],
+    };
+    path.push(deployment.to_string());
+    path
+}
+
+fn new_trace_id() -> String {
+    let mut bytes = [0u8; 16];
+    rand::fill(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.to_ascii_lowercase().contains("application/json"))
+}
+
+fn key_store_unavailable(error: keys::KeyStoreError) -> ApiError {
+    tracing::error!(%error, "minting a per-request key");
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "The key store (Redis) is unavailable; retry")
+}
+
+/// The request body, whole, up to `max` bytes (413 above).
+async fn read_body(body: Body, max: u64) -> Result<Bytes, ApiError> {
+    read_stream(body.into_data_stream(), max).await
+}
+
+async fn read_stream<S, E>(mut stream: S, max: u64) -> Result<Bytes, ApiError>
+where
+    S: futures_util::Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    use futures_util::StreamExt;
+    let mut bytes = bytes::BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("Failed to read the request body: {e}")))?;
+        if (bytes.len() + chunk.len()) as u64 > max {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("The request body exceeds the limit of {max} bytes"),
+            ));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes.freeze())
+}
