@@ -390,3 +390,47 @@ async fn redis_events_resume_after_redis_restarts() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Per-request keys
+// ---------------------------------------------------------------------------
+
+fn key_data(expires_in: Duration) -> dial_host::keys::KeyData {
+    use dial_host::auth::Identity;
+    use dial_host::keys::{KeyData, KeyGrant, Originator};
+    KeyData {
+        user: Originator { identity: Identity::User { id: "alice".into() }, roles: vec!["user".into()], claims: None },
+        app: "echo".into(),
+        app_id: "echo".into(),
+        execution_path: vec!["alice".into(), "echo".into()],
+        trace_id: "trace".into(),
+        grants: vec![KeyGrant { url: "files/B/doc.txt".into(), read: true, write: false }],
+        expires_at: dial_host::keys::expiry(expires_in),
+    }
+}
+
+/// A key minted by one instance works on every other until it is revoked
+/// or its TTL runs out; instances see the same data.
+#[tokio::test]
+async fn redis_keys_are_shared_by_instances_and_end_on_revoke_or_ttl() {
+    let server = redis_server_or_skip!();
+    let first = dial_host::keys::from_config(Some(&server.connection().await), PREFIX);
+    let second = dial_host::keys::from_config(Some(&server.connection().await), PREFIX);
+    let key = first.mint(key_data(Duration::from_secs(60))).await.unwrap();
+    assert!(dial_host::keys::looks_like_key(&key));
+    let seen = second.get(&key).await.unwrap().expect("visible to the other instance");
+    assert_eq!(*seen, key_data_like(&seen));
+    assert_eq!(second.alive().await.unwrap(), 1);
+    second.revoke(key.clone()).await.unwrap();
+    assert!(first.get(&key).await.unwrap().is_none(), "revoked everywhere");
+
+    let short = first.mint(key_data(Duration::from_millis(200))).await.unwrap();
+    assert!(second.get(&short).await.unwrap().is_some());
+    sleep(Duration::from_millis(400)).await;
+    assert!(second.get(&short).await.unwrap().is_none(), "gone with its TTL");
+    assert_eq!(first.alive().await.unwrap(), 0);
+}
+
+fn key_data_like(seen: &dial_host::keys::KeyData) -> dial_host::keys::KeyData {
+    dial_host::keys::KeyData { expires_at: seen.expires_at, ..key_data(Duration::ZERO) }
+}
