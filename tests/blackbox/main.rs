@@ -12,5 +12,6 @@ mod shared_services;
 mod sharing;
 mod startup;
 mod support;
+mod upstream;
 mod v1;
 mod v2;
