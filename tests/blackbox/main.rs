@@ -2,6 +2,7 @@
 
 mod auth;
 mod cli;
+mod deployments;
 mod example_handler;
 mod handler_reload;
 mod limits;
