@@ -1,0 +1,199 @@
+//! The latency the chat-completions proxy adds (issue: deployments), measured
+//! against calling the same upstream directly in the same run.
+//!
+//! A minimal upstream (axum, in this process) answers a chat completion
+//! whole, or as an SSE stream of a few events. The real `dial-host` binary is
+//! configured with it as an application. 2 000 sequential calls on one
+//! keep-alive connection go to the upstream directly, then 2 000 through
+//! `POST /openai/deployments/bench/chat/completions` (each minting, granting
+//! and revoking a per-request key), non-streaming (full response time) and
+//! streaming (time to the first event). Reported: p50 and p99 of each, and
+//! the difference at p50.
+//!
+//! `cargo bench -p dial-host --bench proxy` prints a Markdown table for
+//! `docs/benchmarks.md`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::serve::ListenerExt;
+use futures_util::StreamExt;
+
+const COMMAND: &str = "cargo bench -p dial-host --bench proxy";
+const CALLS: usize = 2000;
+const WARMUP: usize = 200;
+const API_KEY: &str = "bench-key";
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(run());
+}
+
+async fn run() {
+    println!("## `{COMMAND}`");
+    println!();
+    println!("machine: nproc {}, load average before: {}", nproc(), load_average());
+    println!();
+    let upstream = start_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &upstream);
+    let client = reqwest::Client::builder().tcp_nodelay(true).build().unwrap();
+    let body = serde_json::json!({"model": "bench", "messages": [{"role": "user", "content": "hi"}]});
+    let streaming =
+        serde_json::json!({"model": "bench", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
+    let direct = format!("{upstream}/chat/completions");
+    let proxied = format!("{}/openai/deployments/bench/chat/completions", server.url);
+
+    println!("| case | direct p50 | direct p99 | through the host p50 | through the host p99 | added at p50 |");
+    println!("|---|---|---|---|---|---|");
+    for (name, request, first_event) in
+        [("chat completion, whole response", &body, false), ("streaming, time to first event", &streaming, true)]
+    {
+        let direct_times = time_calls(&client, &direct, request, first_event).await;
+        let proxied_times = time_calls(&client, &proxied, request, first_event).await;
+        let (d50, d99) = (percentile(&direct_times, 0.50), percentile(&direct_times, 0.99));
+        let (p50, p99) = (percentile(&proxied_times, 0.50), percentile(&proxied_times, 0.99));
+        println!(
+            "| {name} | {} | {} | {} | {} | {} |",
+            micros(d50),
+            micros(d99),
+            micros(p50),
+            micros(p99),
+            micros(p50.saturating_sub(d50))
+        );
+    }
+    println!();
+    println!("{CALLS} calls each after {WARMUP} warm-up calls, sequential, one keep-alive connection per target.");
+    println!("load average after: {}", load_average());
+    drop(server);
+}
+
+/// Sorted durations of `CALLS` sequential calls after a warm-up: the whole
+/// response, or (streaming) the first chunk of it.
+async fn time_calls(client: &reqwest::Client, url: &str, body: &serde_json::Value, first_event: bool) -> Vec<Duration> {
+    let mut times = Vec::with_capacity(CALLS);
+    for round in 0..WARMUP + CALLS {
+        let start = Instant::now();
+        let response = client.post(url).header("Api-Key", API_KEY).json(body).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{url}");
+        let elapsed = if first_event {
+            let mut stream = response.bytes_stream();
+            let first = stream.next().await.expect("an event").unwrap();
+            assert!(first.starts_with(b"data: "), "{first:?}");
+            let elapsed = start.elapsed();
+            while stream.next().await.is_some() {}
+            elapsed
+        } else {
+            std::hint::black_box(response.bytes().await.unwrap());
+            start.elapsed()
+        };
+        if round >= WARMUP {
+            times.push(elapsed);
+        }
+    }
+    times.sort();
+    times
+}
+
+/// A chat-completions upstream: a small JSON answer, or three SSE events.
+async fn start_upstream() -> String {
+    async fn chat(body: axum::body::Bytes) -> Response {
+        let stream = serde_json::from_slice::<serde_json::Value>(&body).ok().and_then(|b| b["stream"].as_bool());
+        if stream == Some(true) {
+            let events = [
+                "{\"choices\":[{\"delta\":{\"content\":\"a\"}}]}",
+                "{\"choices\":[{\"delta\":{\"content\":\"b\"}}]}",
+                "[DONE]",
+            ]
+            .map(|event| Ok::<_, std::io::Error>(axum::body::Bytes::from(format!("data: {event}\n\n"))));
+            return ([("content-type", "text/event-stream")], Body::from_stream(futures_util::stream::iter(events)))
+                .into_response();
+        }
+        let answer = serde_json::json!({"id": "x", "object": "chat.completion", "choices": [{"index": 0,
+            "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]});
+        axum::Json(answer).into_response()
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let app = Router::new().route("/chat/completions", post(chat));
+    // Nagle off, as the host does, so neither path waits on delayed ACKs.
+    let listener = listener.tap_io(|stream| {
+        let _ = stream.set_nodelay(true);
+    });
+    tokio::spawn(async move {
+        axum::serve(listener, app.into_make_service()).await.unwrap();
+    });
+    format!("http://{address}")
+}
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    fn start(dir: &std::path::Path, upstream: &str) -> Self {
+        let config = dir.join("dial.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "data_dir = \"{}\"\n[server]\nlisten = \"127.0.0.1:0\"\n[encryption]\nsecret = \"x\"\n\
+                 [keys.{API_KEY}]\nproject = \"bench\"\nroles = [\"user\"]\n[handlers]\ncache_dir = \"{}\"\n\
+                 [log]\nfilter = \"warn\"\n[applications.bench]\nendpoint = \"{upstream}/chat/completions\"\n",
+                dir.join("data").display(),
+                dir.join("handler-cache").display()
+            ),
+        )
+        .unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dial-host"));
+        command.arg("serve").arg("--config").arg(&config).current_dir(dir).env_remove("RUST_LOG");
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("DIAL_HOST_") {
+                command.env_remove(key);
+            }
+        }
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("start dial-host");
+        let stdout = child.stdout.take().unwrap();
+        let (first_tx, first_rx) = std::sync::mpsc::channel();
+        // Read the banner to its end: a closed pipe would fail the server's next line.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = first_tx.send(line);
+            }
+        });
+        let first = first_rx.recv_timeout(Duration::from_secs(180)).expect("a banner");
+        let url = first.split_once("listening on ").map(|(_, url)| url.trim().to_string()).expect("the URL line");
+        Self { child, url }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
+    let rank = (sorted.len() as f64 * fraction).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn micros(duration: Duration) -> String {
+    format!("{:.0} µs", duration.as_secs_f64() * 1e6)
+}
+
+fn nproc() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
