@@ -14,6 +14,7 @@ pub mod events;
 pub mod folders;
 pub mod handlers;
 pub mod http;
+pub mod listener;
 pub mod locks;
 pub mod publication;
 pub mod resource_url;

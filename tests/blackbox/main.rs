@@ -2,6 +2,7 @@
 
 mod auth;
 mod cli;
+mod connections;
 mod example_handler;
 mod handler_reload;
 mod publication;
