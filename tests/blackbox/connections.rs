@@ -191,6 +191,64 @@ async fn idle_connections_are_reclaimed_and_the_connection_limit_holds() {
 }
 
 #[tokio::test]
+async fn clients_that_stop_reading_a_zip_hold_no_thread_and_are_cut_off() {
+    // More stalled downloads than blocking threads, and one spare connection
+    // slot for the requests made while they stall.
+    const STALLED: usize = 6;
+    const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+    let f = Fixture::start(&format!(
+        "blocking_threads = 2\nidle_timeout_seconds = {}\nmax_connections = {}",
+        IDLE_TIMEOUT.as_secs(),
+        STALLED + 1
+    ));
+    let bucket = f.bucket().await;
+    let zip_path = format!("/v2/skills/{bucket}/big");
+    let full = f.put_big_skill(&zip_path).await;
+    let mut stalled = Vec::new();
+    for _ in 0..STALLED {
+        stalled.push(f.stalled_download(&zip_path).await);
+    }
+
+    // The store (on the blocking pool, for local disk) answers while the
+    // downloads stall: bounded well below the idle timeout, so an answer
+    // cannot come from the stalled downloads having been cut off.
+    let while_stalled = reqwest::Client::builder().timeout(IDLE_TIMEOUT / 3).pool_max_idle_per_host(0).build().unwrap();
+    let prompt = while_stalled
+        .put(f.url(&format!("/v1/prompts/{bucket}/p")))
+        .header("Api-Key", KEY)
+        .body(r#"{"content": "hi"}"#)
+        .send()
+        .await
+        .expect("PUT prompt answers while downloads stall");
+    assert_eq!(prompt.status(), 200);
+    let listing = while_stalled
+        .get(f.url(&format!("/v2/metadata/skills/{bucket}/")))
+        .header("Api-Key", KEY)
+        .send()
+        .await
+        .expect("a listing answers while downloads stall");
+    assert_eq!(listing.status(), 200);
+
+    // Every slot served at once: possible only when the stalled downloads
+    // have given theirs back.
+    let mut held = Vec::new();
+    for _ in 0..STALLED + 1 {
+        let mut stream = f.connect().await;
+        assert_eq!(get_keep_alive(&mut stream, "/health").await, "HTTP/1.1 200 OK");
+        held.push(stream);
+    }
+    for stream in &mut stalled {
+        let received = read_until_closed(stream).await.expect("a stalled download is closed by the server");
+        assert!(
+            received.starts_with(b"HTTP/1.1 200 OK"),
+            "{}",
+            String::from_utf8_lossy(received.get(..64).unwrap_or(&received))
+        );
+        assert!(received.len() < full.len(), "the download was cut off: {} of {} bytes", received.len(), full.len());
+    }
+}
+
+#[tokio::test]
 async fn requests_refused_before_their_body_say_close_or_keep_the_connection_usable() {
     let f = Fixture::start("");
     let bucket = f.bucket().await;
