@@ -191,6 +191,29 @@ async fn idle_connections_are_reclaimed_and_the_connection_limit_holds() {
 }
 
 #[tokio::test]
+async fn with_few_open_files_idle_connections_wait_instead_of_failing_accept() {
+    // Issue 16's case, scaled down: more idle connections than the process
+    // may open files, and no configured limit (it follows the open-files one).
+    const OPEN_FILES: u64 = 256;
+    let setup = Setup::new();
+    let config = setup.config(&format!(
+        "[server]\nheader_read_timeout_seconds = 2\n[encryption]\nsecret = \"s\"\n[keys.{KEY}]\nproject = \"p\"\n"
+    ));
+    let mut f = Fixture { server: setup.start_with_open_files(Some(&config), OPEN_FILES), _setup: setup };
+    let mut idle = Vec::new();
+    for _ in 0..OPEN_FILES + 50 {
+        idle.push(f.connect().await);
+    }
+    assert_eq!(f.health().await, 200);
+    let closed = join_all(idle.iter_mut().map(read_until_closed)).await;
+    assert!(closed.iter().all(Option::is_some), "every idle connection is closed by the server");
+    assert!(f.server.is_running());
+    let logged = f.server.logged();
+    assert!(!logged.iter().any(|line| line.contains("Too many open files")), "{logged:?}");
+    assert!(logged.iter().any(|line| line.contains("connection limit reached")), "{logged:?}");
+}
+
+#[tokio::test]
 async fn clients_that_stop_reading_a_zip_hold_no_thread_and_are_cut_off() {
     // More stalled downloads than blocking threads, and one spare connection
     // slot for the requests made while they stall.

@@ -56,7 +56,17 @@ impl Setup {
 
     /// Starts the server with `--config` and the given extra environment.
     pub fn start(&self, config: Option<&Path>, env: &[(&str, &str)]) -> Server {
-        let mut command = Command::new(BINARY);
+        self.start_command(Command::new(BINARY), config, env)
+    }
+
+    /// Starts the server in a process allowed `open_files` file descriptors.
+    pub fn start_with_open_files(&self, config: Option<&Path>, open_files: u64) -> Server {
+        let mut command = Command::new("sh");
+        command.args(["-c", "ulimit -n \"$0\" && exec \"$@\"", &open_files.to_string(), BINARY]);
+        self.start_command(command, config, &[])
+    }
+
+    fn start_command(&self, mut command: Command, config: Option<&Path>, env: &[(&str, &str)]) -> Server {
         command.arg("serve");
         if let Some(config) = config {
             command.arg("--config").arg(config);
