@@ -4,13 +4,14 @@
 //! streaming `ZipWriter` whose output collects in a small buffer; whole
 //! chunks go to the HTTP body through a bounded channel. Nothing waits for
 //! the client on a thread: a slow client parks the task at the channel,
-//! memory stays at a few chunks plus one read whatever the resource size,
+//! memory stays at a few chunks plus two reads whatever the resource size,
 //! and a client that goes away closes the channel, which ends the task.
 
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::{Bytes, BytesMut};
+use futures_util::{StreamExt, stream};
 use object_store::{ObjectStore, ObjectStoreExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -25,8 +26,12 @@ const CHUNK_BYTES: usize = 64 << 10;
 /// …with at most this many in flight.
 const CHANNEL_CHUNKS: usize = 4;
 /// Bytes read from the store at a time: few round trips (the local backend
-/// streams in 8 KiB pieces otherwise), one read's worth of memory.
+/// streams in 8 KiB pieces otherwise), one read's worth of memory…
 const READ_BYTES: u64 = 1 << 20;
+/// …with the next read already under way while one is written: a read is a
+/// round trip (on local disk, a hop to the blocking pool), which would
+/// otherwise be paid in full for every small file.
+const READ_AHEAD: usize = 2;
 /// Deflating up to this much runs in the task; more (measured: 1.7 ms per
 /// MiB of text, 17 ms per MiB of incompressible bytes) runs on the blocking
 /// pool, which it leaves as soon as it is done: it never waits there for the
@@ -44,7 +49,7 @@ pub fn stream_zip(
 ) -> ReceiverStream<Result<Bytes, io::Error>> {
     let (sender, receiver) = mpsc::channel(CHANNEL_CHUNKS);
     tokio::spawn(async move {
-        if let Err(error) = write_zip(store.as_ref(), &paths, &marker, &sender).await {
+        if let Err(error) = write_zip(store, &paths, &marker, &sender).await {
             if sender.is_closed() {
                 tracing::debug!(%error, "the client went away during a resource archive");
             } else {
@@ -59,11 +64,26 @@ pub fn stream_zip(
 }
 
 async fn write_zip(
-    store: &dyn ObjectStore,
+    store: Arc<dyn ObjectStore>,
     paths: &NodePaths,
     marker: &ResourceMarker,
     chunks: &Chunks,
 ) -> io::Result<()> {
+    // Every range the archive needs, in order, read ahead of the writer
+    // (built lazily from owned copies, so the task stays `'static`).
+    let (paths, version) = (paths.clone(), marker.current_version.clone());
+    let ranges = marker.files.clone().into_iter().flat_map(move |(path, record)| {
+        let object = paths.file(&version, &path);
+        (0..record.size)
+            .step_by(READ_BYTES as usize)
+            .map(move |start| (object.clone(), start..(start + READ_BYTES).min(record.size)))
+    });
+    let mut reads = stream::iter(ranges)
+        .map(move |(object, range)| {
+            let store = store.clone();
+            async move { store.get_range(&object, range).await }
+        })
+        .buffered(READ_AHEAD);
     let output = Output::default();
     let mut zip = ZipWriter::new_stream(output.clone());
     for (path, record) in &marker.files {
@@ -71,14 +91,10 @@ async fn write_zip(
         let options =
             SimpleFileOptions::default().compression_method(method).large_file(record.size >= u32::MAX as u64);
         zip.start_file(path.as_str(), options).map_err(io::Error::other)?;
-        let object = paths.file(&marker.current_version, path);
-        let mut offset = 0;
-        while offset < record.size {
-            let end = (offset + READ_BYTES).min(record.size);
-            let bytes = store.get_range(&object, offset..end).await.map_err(io::Error::other)?;
+        for _ in 0..record.size.div_ceil(READ_BYTES) {
+            let bytes = reads.next().await.expect("one read per range").map_err(io::Error::other)?;
             zip = write(zip, bytes, method).await?;
             output.send(chunks, false).await?;
-            offset = end;
         }
     }
     zip.finish().map_err(io::Error::other)?;
@@ -164,7 +180,6 @@ mod tests {
     use std::io::Read;
     use std::time::Duration;
 
-    use futures_util::StreamExt;
     use object_store::PutPayload;
     use object_store::memory::InMemory;
 
