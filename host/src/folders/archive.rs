@@ -49,7 +49,7 @@ pub fn stream_zip(
 ) -> ReceiverStream<Result<Bytes, io::Error>> {
     let (sender, receiver) = mpsc::channel(CHANNEL_CHUNKS);
     tokio::spawn(async move {
-        if let Err(error) = write_zip(store, &paths, &marker, &sender).await {
+        if let Err(error) = write_zip(store, paths, &marker, &sender).await {
             if sender.is_closed() {
                 tracing::debug!(%error, "the client went away during a resource archive");
             } else {
@@ -65,13 +65,13 @@ pub fn stream_zip(
 
 async fn write_zip(
     store: Arc<dyn ObjectStore>,
-    paths: &NodePaths,
+    paths: NodePaths,
     marker: &ResourceMarker,
     chunks: &Chunks,
 ) -> io::Result<()> {
     // Every range the archive needs, in order, read ahead of the writer
     // (built lazily from owned copies, so the task stays `'static`).
-    let (paths, version) = (paths.clone(), marker.current_version.clone());
+    let version = marker.current_version.clone();
     let ranges = marker.files.clone().into_iter().flat_map(move |(path, record)| {
         let object = paths.file(&version, &path);
         (0..record.size)
