@@ -7,10 +7,15 @@
 //!    a ZIP, versus its idle RSS;
 //! 3. the first page (100) of a folder of 1 000 skills, versus one raw
 //!    `list_with_delimiter` of the folder's prefix, with the store reads a
-//!    page costs.
+//!    page costs;
+//! 4. 200 sequential GETs of a small skill's ZIP on one keep-alive
+//!    connection to the real server (p50/p99), versus a fresh connection per
+//!    GET and keep-alive `GET /health`.
 //!
 //! `cargo bench -p dial-host --bench folders` prints Markdown tables for
-//! `docs/benchmarks.md`. Latencies are medians over iterations.
+//! `docs/benchmarks.md`; `… -- keep-alive` (or `put-get`, `download`,
+//! `listing`) runs only the items named. Latencies are medians over
+//! iterations unless a table says otherwise.
 
 #[path = "../../tests/instrumented_store.rs"]
 mod instrumented_store;
@@ -59,6 +64,10 @@ const FOLDER_SKILLS: usize = 1000;
 const PAGE: usize = 100;
 const LIST_ROUNDS: usize = 31;
 
+/// Item 4.
+const KEEP_ALIVE_GETS: usize = 200;
+const KEEP_ALIVE_WARMUP: usize = 20;
+
 fn main() {
     let started = Instant::now();
     let load_before = load_average();
@@ -67,11 +76,23 @@ fn main() {
     println!("machine: nproc {}, {}; load average (1/5/15 min) before: {load_before}", nproc(), cpu_model());
     println!();
 
+    // Items named on the command line (after `--`), or all of them.
+    let named: Vec<String> = std::env::args().skip(1).filter(|arg| !arg.starts_with("--")).collect();
+    let wanted = |item: &str| named.is_empty() || named.iter().any(|name| name == item);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let handler = runtime.block_on(skill_handler());
-    runtime.block_on(put_and_get(&handler));
-    runtime.block_on(big_download());
-    runtime.block_on(listing(&handler));
+    let handler = (wanted("put-get") || wanted("listing")).then(|| runtime.block_on(skill_handler()));
+    if let (true, Some(handler)) = (wanted("put-get"), &handler) {
+        runtime.block_on(put_and_get(handler));
+    }
+    if wanted("download") {
+        runtime.block_on(big_download());
+    }
+    if let (true, Some(handler)) = (wanted("listing"), &handler) {
+        runtime.block_on(listing(handler));
+    }
+    if wanted("keep-alive") {
+        runtime.block_on(keep_alive_gets());
+    }
 
     println!(
         "load average (1/5/15 min) after: {}; total bench time {:.0} s",
@@ -595,6 +616,87 @@ async fn big_download() {
          ({} each) — exactly the default 1 GiB per-resource limit, so the ZIP (stored) is just over 1 GiB. \
          Client and server on the same machine; MB = 10^6 B.",
         mib(blob)
+    );
+    println!();
+}
+
+// ----- 4. keep-alive GETs of a small skill's ZIP ----------------------------
+
+/// Times `KEEP_ALIVE_GETS` sequential GETs of `url` after a warm-up: sorted.
+async fn time_gets(client: &reqwest::Client, url: &str) -> Vec<Duration> {
+    let mut times = Vec::with_capacity(KEEP_ALIVE_GETS);
+    for round in 0..KEEP_ALIVE_WARMUP + KEEP_ALIVE_GETS {
+        let start = Instant::now();
+        let response = client.get(url).header("Api-Key", API_KEY).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        assert!(response.headers().get("connection").is_none_or(|value| value != "close"), "kept alive");
+        black_box(response.bytes().await.unwrap());
+        if round >= KEEP_ALIVE_WARMUP {
+            times.push(start.elapsed());
+        }
+    }
+    times.sort();
+    times
+}
+
+fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
+    let rank = (sorted.len() as f64 * fraction).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+async fn keep_alive_gets() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(dir.path());
+    // reqwest keeps the connection: every GET after the first reuses it.
+    let client = reqwest::Client::new();
+    let bucket: serde_json::Value = client
+        .get(format!("{}/v1/bucket", server.url))
+        .header("Api-Key", API_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let bucket = bucket["bucket"].as_str().unwrap().to_string();
+    let url = format!("{}/v2/skills/{bucket}/small", server.url);
+    let files: [(&str, Vec<u8>); 3] = [
+        ("SKILL.md", skill_md("small").to_vec()),
+        ("scripts/run.py", b"import sys\nprint(sys.argv)\n".repeat(40)),
+        ("assets/icon.png", random_bytes(7, 2048)),
+    ];
+    let mut form = reqwest::multipart::Form::new();
+    for (name, content) in &files {
+        form = form.part("file", reqwest::multipart::Part::bytes(content.clone()).file_name(name.to_string()));
+    }
+    let put = client.put(&url).header("Api-Key", API_KEY).multipart(form).send().await.unwrap();
+    if put.status() != 200 {
+        server.fail(&format!("upload answered {}", put.status()));
+    }
+    let zip_bytes = client.get(&url).header("Api-Key", API_KEY).send().await.unwrap().bytes().await.unwrap().len();
+
+    let keep_alive = time_gets(&client, &url).await;
+    let health = time_gets(&client, &format!("{}/health", server.url)).await;
+    let fresh_client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let fresh = time_gets(&fresh_client, &url).await;
+    drop(server);
+
+    println!("### 4. {KEEP_ALIVE_GETS} sequential GETs of a small skill's ZIP — `{COMMAND} -- keep-alive`");
+    println!();
+    println!("| case | p50 | p99 | target |");
+    println!("|---|---|---|---|");
+    for (label, times, target) in [
+        ("**ZIP, one keep-alive connection**", &keep_alive, "p50 ≤ 2 ms"),
+        ("ZIP, a fresh connection per GET (baseline)", &fresh, "–"),
+        ("`GET /health`, one keep-alive connection (baseline: HTTP alone)", &health, "–"),
+    ] {
+        println!("| {label} | {} | {} | {target} |", ms(percentile(times, 0.5)), ms(percentile(times, 0.99)));
+    }
+    println!();
+    println!(
+        "Release binary, local filesystem store; the skill: SKILL.md, a 1 KiB script (deflated) and a 2 KiB \
+         PNG (stored), a {zip_bytes}-byte ZIP; reqwest client on the same machine, one request at a time, \
+         {KEEP_ALIVE_WARMUP} warm-up GETs before the {KEEP_ALIVE_GETS} timed ones of each case."
     );
     println!();
 }

@@ -107,16 +107,39 @@ impl Default for PerRequestKeyConfig {
     }
 }
 
+/// The listener and the bounds every connection lives within.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
     /// Socket address to listen on; port 0 picks a free port (printed at start).
     pub listen: String,
+    /// How long a client has to send a request's headers, counted from when
+    /// the connection is ready for its next request: it also ends idle
+    /// keep-alive connections.
+    pub header_read_timeout_seconds: u64,
+    /// How long a response write or a request-body read may make no progress
+    /// before the connection is closed (a client that stopped reading or
+    /// sending).
+    pub idle_timeout_seconds: u64,
+    /// Connections served at once; at the limit new ones wait in the listen
+    /// backlog. Unset: derived from the open-files limit. Always lowered to
+    /// what that limit allows.
+    pub max_connections: Option<u32>,
+    /// Threads of tokio's blocking pool (the local-disk store and handler
+    /// compilation run there).
+    pub blocking_threads: usize,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        Self { listen: "127.0.0.1:8080".into() }
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            header_read_timeout_seconds: 30,
+            idle_timeout_seconds: 60,
+            max_connections: None,
+            // tokio's own default.
+            blocking_threads: 512,
+        }
     }
 }
 
@@ -436,6 +459,8 @@ mod tests {
         figment::Jail::expect_with(|_| {
             let config = Config::load(None).unwrap();
             assert_eq!(config.server.listen, "127.0.0.1:8080");
+            assert_eq!((config.server.header_read_timeout_seconds, config.server.idle_timeout_seconds), (30, 60));
+            assert_eq!((config.server.max_connections, config.server.blocking_threads), (None, 512));
             assert_eq!(config.access.admin_roles, vec!["admin".to_string()]);
             assert_eq!(config.handlers.cpu_deadline_ms, 200);
             Ok(())

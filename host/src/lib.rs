@@ -16,6 +16,7 @@ pub mod folders;
 pub mod handlers;
 pub mod http;
 pub mod keys;
+pub mod listener;
 pub mod locks;
 pub mod proxy;
 pub mod publication;

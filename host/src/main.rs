@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use dial_host::config::Config;
+use dial_host::config::{Config, ServerConfig};
 use dial_host::handlers::local::test_folder;
 use dial_host::handlers::{HandlerSource, Problem, Runtime, RuntimeLimits, Verdict};
 use dial_host::{server, telemetry};
@@ -62,21 +62,12 @@ enum HandlerCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
+    let result = match cli.command.unwrap_or(Command::Serve(ConfigArg::default())) {
+        Command::Serve(arg) => serve(arg),
+        Command::CheckConfig(arg) => block_on(check_config(arg)),
+        Command::Handler(HandlerCommand::Inspect { file }) => block_on(inspect(file)),
+        Command::Handler(HandlerCommand::Test { dir, file, strict }) => block_on(test_handler(dir, file, strict)),
     };
-    let result = runtime.block_on(async {
-        match cli.command.unwrap_or(Command::Serve(ConfigArg::default())) {
-            Command::Serve(arg) => serve(arg).await,
-            Command::CheckConfig(arg) => check_config(arg).await,
-            Command::Handler(HandlerCommand::Inspect { file }) => inspect(file).await,
-            Command::Handler(HandlerCommand::Test { dir, file, strict }) => test_handler(dir, file, strict).await,
-        }
-    });
     match result {
         Ok(code) => code,
         Err(error) => {
@@ -86,14 +77,32 @@ fn main() -> ExitCode {
     }
 }
 
+/// The async runtime, with tokio's blocking pool capped at `blocking_threads`.
+fn runtime(blocking_threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(blocking_threads)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// Runs a command that needs no server settings on a default runtime.
+fn block_on(command: impl Future<Output = anyhow::Result<ExitCode>>) -> anyhow::Result<ExitCode> {
+    runtime(ServerConfig::default().blocking_threads)?.block_on(command)
+}
+
 fn load_config(arg: &ConfigArg) -> anyhow::Result<Config> {
     Config::load(arg.config.as_deref()).context("invalid configuration")
 }
 
-async fn serve(arg: ConfigArg) -> anyhow::Result<ExitCode> {
+/// The blocking pool is sized by the configuration, so the runtime starts
+/// after the configuration is read.
+fn serve(arg: ConfigArg) -> anyhow::Result<ExitCode> {
     let config = load_config(&arg)?;
     telemetry::init(&config.log);
-    server::serve(server::prepare(config)?).await?;
+    server::check_settings(&config)?;
+    let runtime = runtime(config.server.blocking_threads)?;
+    runtime.block_on(async { server::serve(server::prepare(config)?).await })?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -25,6 +25,7 @@ use crate::folders::FolderEngine;
 use crate::folders::gc::spawn_sweeper;
 use crate::handlers::{CacheConfig, HandlerRegistry, Runtime, RuntimeLimits};
 use crate::http::{self, AppState, Services};
+use crate::listener::{self, ConnectionLimits};
 use crate::proxy::Proxy;
 use crate::publication::rules::PublicRules;
 use crate::sharing::SharingService;
@@ -156,7 +157,16 @@ pub fn prepare(mut config: Config) -> anyhow::Result<Prepared> {
 }
 
 /// Settings that parse but cannot work.
-fn check_settings(config: &Config) -> anyhow::Result<()> {
+pub fn check_settings(config: &Config) -> anyhow::Result<()> {
+    let server = &config.server;
+    for (value, key) in [
+        (server.header_read_timeout_seconds, "server.header_read_timeout_seconds"),
+        (server.idle_timeout_seconds, "server.idle_timeout_seconds"),
+        (server.blocking_threads as u64, "server.blocking_threads"),
+        (server.max_connections.map_or(1, u64::from), "server.max_connections"),
+    ] {
+        anyhow::ensure!(value >= 1, "{key} must be at least 1");
+    }
     anyhow::ensure!(config.locks.ttl_ms >= 300, "locks.ttl_ms must be at least 300 (the lease is renewed at a third)");
     anyhow::ensure!(
         config.folders.grace_seconds >= 1,
@@ -225,7 +235,8 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     Ok(AppState::new(Services { auth, apps, keys, proxy, access, documents, buckets, handlers, store, folders, blobs }))
 }
 
-/// Runs the server until Ctrl-C or SIGTERM.
+/// Runs the server until Ctrl-C or SIGTERM (then lets requests in flight
+/// finish, for a bounded time).
 pub async fn serve(prepared: Prepared) -> anyhow::Result<()> {
     let Prepared { config, demo_keys } = prepared;
     let started = std::time::SystemTime::now();
@@ -237,7 +248,8 @@ pub async fn serve(prepared: Prepared) -> anyhow::Result<()> {
         TcpListener::bind(&config.server.listen).await.with_context(|| format!("binding {}", config.server.listen))?;
     let address = listener.local_addr()?;
     print_banner(&config, &state, address, demo_keys.as_ref());
-    axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    let limits = ConnectionLimits::from_config(&config.server);
+    listener::serve(listener, http::router(state), limits, shutdown_signal()).await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 mod auth;
 mod cli;
+mod connections;
 mod deployments;
 mod example_handler;
 mod handler_reload;

@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 pub const BINARY: &str = env!("CARGO_BIN_EXE_dial-host");
@@ -19,7 +19,8 @@ pub struct Server {
     /// Banner lines printed after the "listening" line.
     pub banner: Vec<String>,
     pub data_dir: PathBuf,
-    _stderr: std::thread::JoinHandle<Vec<String>>,
+    /// What the server has logged so far.
+    stderr: Arc<Mutex<Vec<String>>>,
 }
 
 /// A scratch directory with a config file in it.
@@ -55,7 +56,17 @@ impl Setup {
 
     /// Starts the server with `--config` and the given extra environment.
     pub fn start(&self, config: Option<&Path>, env: &[(&str, &str)]) -> Server {
-        let mut command = Command::new(BINARY);
+        self.start_command(Command::new(BINARY), config, env)
+    }
+
+    /// Starts the server in a process allowed `open_files` file descriptors.
+    pub fn start_with_open_files(&self, config: Option<&Path>, open_files: u64) -> Server {
+        let mut command = Command::new("sh");
+        command.args(["-c", "ulimit -n \"$0\" && exec \"$@\"", &open_files.to_string(), BINARY]);
+        self.start_command(command, config, &[])
+    }
+
+    fn start_command(&self, mut command: Command, config: Option<&Path>, env: &[(&str, &str)]) -> Server {
         command.arg("serve");
         if let Some(config) = config {
             command.arg("--config").arg(config);
@@ -87,13 +98,13 @@ impl Server {
                 }
             }
         });
-        let stderr_thread = std::thread::spawn(move || {
-            let mut lines = Vec::new();
+        let logged = Arc::new(Mutex::new(Vec::new()));
+        let lines = logged.clone();
+        std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 eprintln!("[dial-host] {line}");
-                lines.push(line);
+                lines.lock().unwrap().push(line);
             }
-            lines
         });
 
         let first = lines_rx.recv_timeout(START_TIMEOUT).unwrap_or_else(|_| {
@@ -108,7 +119,38 @@ impl Server {
         while let Ok(line) = lines_rx.recv_timeout(Duration::from_millis(300)) {
             banner.push(line);
         }
-        Server { child, url, banner, data_dir, _stderr: stderr_thread }
+        Server { child, url, banner, data_dir, stderr: logged }
+    }
+
+    /// The server's log lines so far.
+    pub fn logged(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// `host:port` of the listener.
+    pub fn address(&self) -> &str {
+        self.url.strip_prefix("http://").unwrap_or(&self.url)
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Sends SIGTERM and waits up to `patience` for the process to exit:
+    /// its exit status, or `None` if it is still running.
+    pub fn terminate(&mut self, patience: Duration) -> Option<std::process::ExitStatus> {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("run kill");
+        assert!(sent.success(), "kill -TERM {pid}");
+        let deadline = std::time::Instant::now() + patience;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
     }
 
     /// The value after `label` in the banner (e.g. `admin key:`).

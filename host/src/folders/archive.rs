@@ -1,77 +1,118 @@
 //! The ZIP of a resource version, streamed.
 //!
-//! The `zip` crate writes synchronously, so the archive is built on a
-//! blocking thread that pulls each file from the store chunk by chunk and
-//! pushes output through a bounded channel to the HTTP body. Memory stays
-//! at a few chunks whatever the resource size; a client that goes away
-//! closes the channel and stops the thread.
+//! A task reads each file in ranges with async store calls and feeds a
+//! streaming `ZipWriter` whose output collects in a small buffer; whole
+//! chunks go to the HTTP body through a bounded channel. Nothing waits for
+//! the client on a thread: a slow client parks the task at the channel,
+//! memory stays at a few chunks plus two reads whatever the resource size,
+//! and a client that goes away closes the channel, which ends the task.
 
-use std::io::Write;
-use std::sync::Arc;
+use std::io::{self, Write};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::{Bytes, BytesMut};
+use futures_util::{StreamExt, stream};
 use object_store::{ObjectStore, ObjectStoreExt};
-use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use zip::CompressionMethod;
-use zip::write::{SimpleFileOptions, ZipWriter};
+use zip::write::{SimpleFileOptions, StreamWriter, ZipWriter};
 
 use super::layout::NodePaths;
 use super::marker::ResourceMarker;
 
-/// Output is sent in chunks of about this size…
+/// Output is sent in chunks of this size…
 const CHUNK_BYTES: usize = 64 << 10;
 /// …with at most this many in flight.
 const CHANNEL_CHUNKS: usize = 4;
-/// Bytes read from the store at a time.
+/// Bytes read from the store at a time: few round trips (the local backend
+/// streams in 8 KiB pieces otherwise), one read's worth of memory…
 const READ_BYTES: u64 = 1 << 20;
+/// …with the next read already under way while one is written: a read is a
+/// round trip (on local disk, a hop to the blocking pool), which would
+/// otherwise be paid in full for every small file.
+const READ_AHEAD: usize = 2;
+/// Deflating up to this much runs in the task; more (measured: 1.7 ms per
+/// MiB of text, 17 ms per MiB of incompressible bytes) runs on the blocking
+/// pool, which it leaves as soon as it is done: it never waits there for the
+/// client. Stored entries cost only a CRC and a copy (40 µs per MiB), so they
+/// are always written in the task.
+const INLINE_DEFLATE_BYTES: usize = 16 << 10;
+
+type Chunks = mpsc::Sender<Result<Bytes, io::Error>>;
 
 /// A stream of ZIP bytes for the marker's current version (marker excluded).
 pub fn stream_zip(
     store: Arc<dyn ObjectStore>,
     paths: NodePaths,
     marker: ResourceMarker,
-) -> ReceiverStream<Result<Bytes, std::io::Error>> {
+) -> ReceiverStream<Result<Bytes, io::Error>> {
     let (sender, receiver) = mpsc::channel(CHANNEL_CHUNKS);
-    let handle = Handle::current();
-    tokio::task::spawn_blocking(move || {
-        let errors = sender.clone();
-        if let Err(error) = write_zip(&handle, store.as_ref(), &paths, &marker, sender) {
-            // The client may already be gone; then nobody hears this.
-            tracing::warn!(%error, "streaming a resource archive failed");
-            let _ = errors.blocking_send(Err(error));
+    tokio::spawn(async move {
+        if let Err(error) = write_zip(store, paths, &marker, &sender).await {
+            if sender.is_closed() {
+                tracing::debug!(%error, "the client went away during a resource archive");
+            } else {
+                tracing::warn!(%error, "streaming a resource archive failed");
+                // The body ends with an error, so the client sees a broken
+                // transfer rather than a short archive.
+                let _ = sender.send(Err(error)).await;
+            }
         }
     });
     ReceiverStream::new(receiver)
 }
 
-fn write_zip(
-    handle: &Handle,
-    store: &dyn ObjectStore,
-    paths: &NodePaths,
+async fn write_zip(
+    store: Arc<dyn ObjectStore>,
+    paths: NodePaths,
     marker: &ResourceMarker,
-    sender: mpsc::Sender<Result<Bytes, std::io::Error>>,
-) -> std::io::Result<()> {
-    let mut zip = ZipWriter::new_stream(ChannelWriter { sender, buffer: BytesMut::with_capacity(CHUNK_BYTES) });
+    chunks: &Chunks,
+) -> io::Result<()> {
+    // Every range the archive needs, in order, read ahead of the writer
+    // (built lazily from owned copies, so the task stays `'static`).
+    let version = marker.current_version.clone();
+    let ranges = marker.files.clone().into_iter().flat_map(move |(path, record)| {
+        let object = paths.file(&version, &path);
+        (0..record.size)
+            .step_by(READ_BYTES as usize)
+            .map(move |start| (object.clone(), start..(start + READ_BYTES).min(record.size)))
+    });
+    let mut reads = stream::iter(ranges)
+        .map(move |(object, range)| {
+            let store = store.clone();
+            async move { store.get_range(&object, range).await }
+        })
+        .buffered(READ_AHEAD);
+    let output = Output::default();
+    let mut zip = ZipWriter::new_stream(output.clone());
     for (path, record) in &marker.files {
-        let options = SimpleFileOptions::default()
-            .compression_method(compression_for(path))
-            .large_file(record.size >= u32::MAX as u64);
-        zip.start_file(path.as_str(), options).map_err(std::io::Error::other)?;
-        // Ranged reads of READ_BYTES: few round trips (the local backend
-        // streams in 8 KiB pieces otherwise) and one read's worth of memory.
-        let object = paths.file(&marker.current_version, path);
-        let mut offset = 0;
-        while offset < record.size {
-            let end = (offset + READ_BYTES).min(record.size);
-            let bytes = handle.block_on(store.get_range(&object, offset..end)).map_err(std::io::Error::other)?;
-            zip.write_all(&bytes)?;
-            offset = end;
+        let method = compression_for(path);
+        let options =
+            SimpleFileOptions::default().compression_method(method).large_file(record.size >= u32::MAX as u64);
+        zip.start_file(path.as_str(), options).map_err(io::Error::other)?;
+        for _ in 0..record.size.div_ceil(READ_BYTES) {
+            let bytes = reads.next().await.expect("one read per range").map_err(io::Error::other)?;
+            zip = write(zip, bytes, method).await?;
+            output.send(chunks, false).await?;
         }
     }
-    let mut writer = zip.finish().map_err(std::io::Error::other)?.into_inner();
-    writer.flush()
+    zip.finish().map_err(io::Error::other)?;
+    output.send(chunks, true).await
+}
+
+/// Writes `bytes` into the current entry: in the task when cheap, else on
+/// the blocking pool.
+async fn write(
+    mut zip: ZipWriter<StreamWriter<Output>>,
+    bytes: Bytes,
+    method: CompressionMethod,
+) -> io::Result<ZipWriter<StreamWriter<Output>>> {
+    if method == CompressionMethod::Stored || bytes.len() <= INLINE_DEFLATE_BYTES {
+        zip.write_all(&bytes)?;
+        return Ok(zip);
+    }
+    tokio::task::spawn_blocking(move || zip.write_all(&bytes).map(|()| zip)).await.map_err(io::Error::other)?
 }
 
 /// Text compresses well and costs little CPU; other files (images, archives,
@@ -90,41 +131,132 @@ fn compression_for(path: &str) -> CompressionMethod {
     }
 }
 
-/// `Write` into the bounded channel, in chunks.
-struct ChannelWriter {
-    sender: mpsc::Sender<Result<Bytes, std::io::Error>>,
-    buffer: BytesMut,
-}
+/// Where the ZIP writer's output collects until it is sent. Shared, because
+/// the writer owns its end and moves to the blocking pool and back.
+#[derive(Clone, Default)]
+struct Output(Arc<Mutex<BytesMut>>);
 
-impl ChannelWriter {
-    fn send_buffer(&mut self) -> std::io::Result<()> {
-        if self.buffer.is_empty() {
-            return Ok(());
+impl Output {
+    fn buffer(&self) -> MutexGuard<'_, BytesMut> {
+        // Nothing can panic while the lock is held; a poisoned buffer is still bytes.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends what has collected in whole chunks (everything when `all`),
+    /// waiting for room in the channel; fails when the client has gone.
+    async fn send(&self, chunks: &Chunks, all: bool) -> io::Result<()> {
+        loop {
+            let chunk = {
+                let mut buffer = self.buffer();
+                if buffer.len() >= CHUNK_BYTES {
+                    buffer.split_to(CHUNK_BYTES).freeze()
+                } else if all && !buffer.is_empty() {
+                    buffer.split().freeze()
+                } else {
+                    return Ok(());
+                }
+            };
+            chunks
+                .send(Ok(chunk))
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))?;
         }
-        let chunk = self.buffer.split().freeze();
-        self.sender
-            .blocking_send(Ok(chunk))
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away"))
     }
 }
 
-impl Write for ChannelWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.buffer.extend_from_slice(bytes);
-        if self.buffer.len() >= CHUNK_BYTES {
-            self.send_buffer()?;
-        }
+impl Write for Output {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.buffer().extend_from_slice(bytes);
         Ok(bytes.len())
     }
 
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.send_buffer()
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::Read;
+    use std::time::Duration;
+
+    use object_store::PutPayload;
+    use object_store::memory::InMemory;
+
     use super::*;
+    use crate::buckets::BucketLocation;
+    use crate::resource_url::{Intent, ResourceUrl};
+
+    /// Stores `files` as version `v1` of a resource; its paths and marker.
+    async fn resource(store: &Arc<dyn ObjectStore>, files: &[(&str, Vec<u8>)]) -> (NodePaths, ResourceMarker) {
+        let url = ResourceUrl::parse("skills/bucket1/s", Intent::Read).unwrap();
+        let paths = NodePaths::new(&url, &BucketLocation::User("u".into()));
+        let mut records = serde_json::Map::new();
+        for (path, content) in files {
+            store.put(&paths.file("v1", path), PutPayload::from(content.clone())).await.unwrap();
+            records.insert(path.to_string(), serde_json::json!({"etag": "e", "size": content.len()}));
+        }
+        let marker = serde_json::from_value(serde_json::json!({
+            "type": "skill", "schemaVersion": 1, "state": "ready", "currentVersion": "v1", "etag": "e",
+            "createdAt": 0, "updatedAt": 0, "commitId": "c", "files": records,
+        }))
+        .unwrap();
+        (paths, marker)
+    }
+
+    /// Deterministic bytes that do not compress (xorshift64*).
+    fn random_bytes(len: usize) -> Vec<u8> {
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut out = Vec::with_capacity(len + 8);
+        while out.len() < len {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            out.extend_from_slice(&state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+        }
+        out.truncate(len);
+        out
+    }
+
+    #[tokio::test]
+    async fn the_archive_holds_every_file_and_comes_in_bounded_chunks() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let text = b"# Notes\nSome text that deflates well.\n".repeat(8000);
+        let files = [
+            ("SKILL.md", b"---\nname: s\n---\n".to_vec()),
+            ("docs/long.md", text),                    // deflated on the blocking pool
+            ("data.bin", random_bytes((5 << 20) / 2)), // stored, in three reads
+        ];
+        let (paths, marker) = resource(&store, &files).await;
+        let chunks: Vec<Bytes> = stream_zip(store, paths, marker).map(|chunk| chunk.unwrap()).collect::<Vec<_>>().await;
+        assert!(chunks.iter().all(|chunk| chunk.len() <= CHUNK_BYTES));
+        let bytes: Vec<u8> = chunks.concat();
+        let mut archive = zip::ZipArchive::new(io::Cursor::new(bytes)).unwrap();
+        assert_eq!(archive.len(), files.len());
+        for (path, content) in &files {
+            let mut entry = archive.by_name(path).unwrap();
+            assert_eq!(entry.compression(), compression_for(path), "{path}");
+            let mut read = Vec::new();
+            entry.read_to_end(&mut read).unwrap();
+            assert!(read == *content, "{path}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_client_going_away_ends_the_work() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let (paths, marker) = resource(&store, &[("data.bin", random_bytes(16 << 20))]).await;
+        let mut stream = stream_zip(store.clone(), paths, marker);
+        assert!(stream.next().await.unwrap().is_ok());
+        drop(stream);
+        // The producing task lets go of the store once it notices.
+        let released = tokio::time::timeout(Duration::from_secs(30), async {
+            while Arc::strong_count(&store) > 1 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        assert!(released.await.is_ok(), "the archive task still runs after its client left");
+    }
 
     #[test]
     fn text_is_deflated_and_binaries_stored() {

@@ -1,0 +1,296 @@
+//! The accept loop: every connection has a bound on what it can hold.
+//!
+//! `axum::serve` sets no hyper timer, so a client could keep a connection
+//! (a file descriptor, buffers, a task) forever by sending half a request,
+//! by idling on keep-alive, or by never reading a response. Here:
+//!
+//! - hyper's header-read timeout, with a tokio timer. hyper starts it when a
+//!   connection begins waiting for a request head, so it also ends idle
+//!   keep-alive connections;
+//! - a write-stall timeout on the socket: a write that makes no progress for
+//!   the idle timeout fails, and the connection (with the response stream it
+//!   was sending) is dropped;
+//! - the same bound on request bodies, while a handler waits for them;
+//! - a connection limit: at the limit the loop stops accepting, so new
+//!   connections wait in the kernel's listen backlog instead of failing
+//!   with `Too many open files`;
+//! - `TCP_NODELAY`: without it, the last small write of a streamed response
+//!   waits for the client's delayed ACK (about 40 ms per request on a
+//!   keep-alive connection);
+//! - a response to a request whose body was not read to its end says
+//!   `Connection: close`: hyper closes such a connection after the response,
+//!   and a keep-alive client must not send its next request on it;
+//! - a graceful stop that waits a bounded time for requests in flight.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{HeaderValue, header};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use http_body::{Body as _, Frame, SizeHint};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_io_timeout::TimeoutStream;
+use tower_http::timeout::RequestBodyTimeoutLayer;
+
+use crate::config::ServerConfig;
+
+/// File descriptors left for everything but client connections: the
+/// listener, stdio, the runtime's own, files the store opens, Redis.
+const RESERVED_FILES: u64 = 64;
+/// The connection limit when the open-files limit does not set one.
+const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// How long a stop waits for requests in flight (idle connections close at once).
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+/// Pause after an accept error such as `EMFILE`: retrying at once would spin
+/// while nothing has closed yet.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+/// Repeated warnings (limit reached, accept failing) are logged at most this often.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
+/// The bounds of every connection, from `[server]`.
+#[derive(Debug, Clone)]
+pub struct ConnectionLimits {
+    pub header_read_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_connections: usize,
+}
+
+impl ConnectionLimits {
+    /// The configured bounds; the connection limit lowered to what the
+    /// process's open-files limit allows.
+    pub fn from_config(config: &ServerConfig) -> Self {
+        let open_files = open_files_limit();
+        let max_connections = max_connections(config.max_connections, open_files);
+        if let Some(configured) = config.max_connections
+            && (configured as usize) > max_connections
+        {
+            tracing::warn!(
+                configured,
+                open_files,
+                max_connections,
+                "server.max_connections is above what the open-files limit allows; lowered"
+            );
+        }
+        Self {
+            header_read_timeout: Duration::from_secs(config.header_read_timeout_seconds),
+            idle_timeout: Duration::from_secs(config.idle_timeout_seconds),
+            max_connections,
+        }
+    }
+}
+
+/// `configured`, or the default, within what `open_files` allows: each
+/// connection may hold its socket and a store file it streams from.
+fn max_connections(configured: Option<u32>, open_files: Option<u64>) -> usize {
+    let allowed = open_files.map(|limit| (limit.saturating_sub(RESERVED_FILES) / 2).max(1));
+    let allowed = allowed.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    configured.map_or(DEFAULT_MAX_CONNECTIONS, |n| n as usize).min(allowed)
+}
+
+/// The soft `RLIMIT_NOFILE`; `None` when unlimited or unknown.
+#[cfg(unix)]
+fn open_files_limit() -> Option<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes only into the struct it is given.
+    let status = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    (status == 0 && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
+}
+
+#[cfg(not(unix))]
+fn open_files_limit() -> Option<u64> {
+    None
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then waits up to
+/// [`DRAIN_TIMEOUT`] for requests in flight.
+pub async fn serve(listener: TcpListener, app: Router, limits: ConnectionLimits, shutdown: impl Future<Output = ()>) {
+    tracing::info!(
+        max_connections = limits.max_connections,
+        header_read_timeout_s = limits.header_read_timeout.as_secs(),
+        idle_timeout_s = limits.idle_timeout.as_secs(),
+        "accepting connections"
+    );
+    let app = bounded(app, limits.idle_timeout);
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let graceful = GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    let (mut at_limit, mut accept_failing) = (Throttle::default(), Throttle::default());
+    tokio::pin!(shutdown);
+    loop {
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                if at_limit.due() {
+                    tracing::warn!(
+                        max_connections = limits.max_connections,
+                        "connection limit reached: new connections wait until one closes (server.max_connections)"
+                    );
+                }
+                tokio::select! {
+                    slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+                    () = &mut shutdown => break,
+                }
+            }
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    accept_failed(error, &mut accept_failing).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let connection = http.serve_connection(io(stream, limits.idle_timeout), TowerToHyperService::new(app.clone()));
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%peer, %error, "connection ended with an error");
+            }
+            drop(slot);
+        });
+    }
+    // New connections are refused from here on; idle ones close at once.
+    drop(listener);
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
+        tracing::warn!("requests still in flight after {} s; stopping anyway", DRAIN_TIMEOUT.as_secs());
+    }
+}
+
+/// The socket as hyper drives it: no Nagle delay, writes that stall for
+/// `idle_timeout` fail with `TimedOut`.
+fn io(stream: TcpStream, idle_timeout: Duration) -> TokioIo<Pin<Box<TimeoutStream<TcpStream>>>> {
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%error, "setting TCP_NODELAY failed");
+    }
+    // Only writes: hyper keeps a read pending for the whole of a response
+    // (to notice the client leaving), so a read timeout would cut long
+    // downloads. Reads are bounded by the header-read timeout and by the
+    // request-body timeout instead.
+    let mut stream = TimeoutStream::new(stream);
+    stream.set_write_timeout(Some(idle_timeout));
+    TokioIo::new(Box::pin(stream))
+}
+
+/// The router with the per-request bounds: a request body that stalls for
+/// `idle_timeout` fails the read, and a response to a request whose body was
+/// not read to its end says `Connection: close`.
+fn bounded(app: Router, idle_timeout: Duration) -> Router {
+    // The body timeout inside: its wrapper does not report the end of a
+    // body, which the close decision needs to see.
+    app.layer(RequestBodyTimeoutLayer::new(idle_timeout)).layer(middleware::from_fn(close_unless_body_read))
+}
+
+/// hyper closes a connection whose request body was left unread (it cannot
+/// tell where the next request starts), but it may already have sent the
+/// response without saying so; a keep-alive client then sends its next
+/// request into a closed socket. Saying `Connection: close` prevents that.
+async fn close_unless_body_read(request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let finished = Arc::new(AtomicBool::new(body.is_end_stream()));
+    let body = Body::new(Tracked { inner: body, finished: finished.clone() });
+    let mut response = next.run(Request::from_parts(parts, body)).await;
+    if !finished.load(Ordering::Acquire) {
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// A request body that records when it has been read to its end.
+struct Tracked {
+    inner: Body,
+    finished: Arc<AtomicBool>,
+}
+
+impl http_body::Body for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let frame = ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        // Readers may stop at the last byte of a sized body without asking
+        // for the end, so the inner body's own end counts too.
+        if frame.is_none() || (matches!(frame, Some(Ok(_))) && self.inner.is_end_stream()) {
+            self.finished.store(true, Ordering::Release);
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Connection errors are the client's business; anything else (`EMFILE`,
+/// `ENFILE`, `ENOMEM`) means waiting for something to close.
+async fn accept_failed(error: io::Error, throttle: &mut Throttle) {
+    if matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionRefused
+    ) {
+        return;
+    }
+    if throttle.due() {
+        tracing::error!(%error, "accepting a connection failed; retrying");
+    }
+    tokio::time::sleep(ACCEPT_RETRY).await;
+}
+
+/// Lets a repeated warning through at most once per [`WARN_EVERY`].
+#[derive(Default)]
+struct Throttle {
+    last: Option<Instant>,
+}
+
+impl Throttle {
+    fn due(&mut self) -> bool {
+        let now = Instant::now();
+        let due = self.last.is_none_or(|last| now.duration_since(last) >= WARN_EVERY);
+        if due {
+            self.last = Some(now);
+        }
+        due
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_connection_limit_follows_the_open_files_limit() {
+        assert_eq!(max_connections(None, None), DEFAULT_MAX_CONNECTIONS);
+        assert_eq!(max_connections(Some(20), None), 20);
+        // 1024 files: half of what is left after the reserve.
+        assert_eq!(max_connections(None, Some(1024)), 480);
+        assert_eq!(max_connections(Some(100), Some(1024)), 100);
+        assert_eq!(max_connections(Some(5000), Some(1024)), 480);
+        assert_eq!(max_connections(None, Some(10)), 1, "never zero");
+    }
+
+    #[test]
+    fn warnings_are_throttled() {
+        let mut throttle = Throttle::default();
+        assert!(throttle.due());
+        assert!(!throttle.due());
+    }
+}
