@@ -196,25 +196,72 @@ fn bounded(app: Router, idle_timeout: Duration) -> Router {
     app.layer(RequestBodyTimeoutLayer::new(idle_timeout)).layer(middleware::from_fn(close_unless_body_read))
 }
 
-/// hyper closes a connection whose request body was left unread (it cannot
-/// tell where the next request starts), but it may already have sent the
-/// response without saying so; a keep-alive client then sends its next
-/// request into a closed socket. Saying `Connection: close` prevents that.
+/// A handler that answers before reading the whole request body (a refusal)
+/// leaves bytes on the connection. What is left is read and dropped here,
+/// within [`UNREAD_DRAIN_BYTES`] and [`UNREAD_DRAIN_TIME`], before the
+/// response goes out: the client, which may still be sending, then reads the
+/// answer instead of a reset (closing a socket with unread bytes resets it),
+/// and the connection stays usable. Beyond those bounds hyper closes the
+/// connection — it cannot tell where the next request starts — and the
+/// response says `Connection: close`, so a keep-alive client does not send
+/// its next request into a closed socket.
 async fn close_unless_body_read(request: Request, next: Next) -> Response {
     let (parts, body) = request.into_parts();
     let finished = Arc::new(AtomicBool::new(body.is_end_stream()));
-    let body = Body::new(Tracked { inner: body, finished: finished.clone() });
-    let mut response = next.run(Request::from_parts(parts, body)).await;
+    let left = Arc::new(std::sync::Mutex::new(None));
+    let tracked = Tracked { inner: Some(body), finished: finished.clone(), left: left.clone() };
+    let mut response = next.run(Request::from_parts(parts, Body::new(tracked))).await;
     if !finished.load(Ordering::Acquire) {
-        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        let unread = left.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let drained = match unread {
+            Some(body) => drain(body).await,
+            None => false, // still held (a streaming response reads it): hyper decides
+        };
+        if !drained {
+            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
     }
     response
 }
 
-/// A request body that records when it has been read to its end.
+/// Most bytes of an unread request body read and dropped after the answer.
+const UNREAD_DRAIN_BYTES: usize = 4 << 20;
+/// Longest wait for them.
+const UNREAD_DRAIN_TIME: Duration = Duration::from_secs(2);
+
+/// Whether the body was read to its end within the bounds.
+async fn drain(mut body: Body) -> bool {
+    let mut left = UNREAD_DRAIN_BYTES;
+    let reading = async {
+        while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+            let Ok(frame) = frame else { return false };
+            let size = frame.data_ref().map_or(0, Bytes::len);
+            if size > left {
+                return false;
+            }
+            left -= size;
+        }
+        true
+    };
+    tokio::time::timeout(UNREAD_DRAIN_TIME, reading).await.unwrap_or(false)
+}
+
+/// A request body that records when it has been read to its end, and
+/// leaves what is unread to the middleware when the handler drops it.
 struct Tracked {
-    inner: Body,
+    inner: Option<Body>,
     finished: Arc<AtomicBool>,
+    left: Arc<std::sync::Mutex<Option<Body>>>,
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        if !self.finished.load(Ordering::Acquire)
+            && let Some(body) = self.inner.take()
+        {
+            *self.left.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(body);
+        }
+    }
 }
 
 impl http_body::Body for Tracked {
@@ -222,21 +269,23 @@ impl http_body::Body for Tracked {
     type Error = axum::Error;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let frame = ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        let Some(inner) = self.inner.as_mut() else { return Poll::Ready(None) };
+        let frame = ready!(Pin::new(&mut *inner).poll_frame(cx));
         // Readers may stop at the last byte of a sized body without asking
         // for the end, so the inner body's own end counts too.
-        if frame.is_none() || (matches!(frame, Some(Ok(_))) && self.inner.is_end_stream()) {
+        let ended = inner.is_end_stream();
+        if frame.is_none() || (matches!(frame, Some(Ok(_))) && ended) {
             self.finished.store(true, Ordering::Release);
         }
         Poll::Ready(frame)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.inner.as_ref().is_none_or(Body::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        self.inner.as_ref().map_or_else(SizeHint::default, Body::size_hint)
     }
 }
 
