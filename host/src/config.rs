@@ -40,6 +40,16 @@ pub struct Config {
     pub applications: BTreeMap<String, serde_json::Value>,
     pub proxy: ProxyConfig,
     pub per_request_key: PerRequestKeyConfig,
+    pub audit: AuditConfig,
+}
+
+/// The resource-dependency audit trail (always on the tracing target
+/// `DIAL_RESOURCE_DEPS_AUDIT`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuditConfig {
+    /// Also append each event, one JSON object per line, to this file.
+    pub file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -62,6 +72,7 @@ impl Default for Config {
             applications: BTreeMap::new(),
             proxy: ProxyConfig::default(),
             per_request_key: PerRequestKeyConfig::default(),
+            audit: AuditConfig::default(),
         }
     }
 }
@@ -227,8 +238,12 @@ pub struct PublicKeyConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AccessConfig {
-    /// A caller holding any of these roles is an admin.
+    /// A caller holding any of these roles is an admin. Empty: nobody is
+    /// (admin-only operations, admin consent among them, fail closed).
     pub admin_roles: Vec<String>,
+    /// Whether applications written by non-admins may declare
+    /// `resource_dependencies` (an admin must still consent).
+    pub allow_user_resource_dependencies: bool,
 }
 
 /// Per-type sharing limits (DIAL's share limits table). Types are DIAL
@@ -254,7 +269,7 @@ pub struct ShareLimit {
 
 impl Default for AccessConfig {
     fn default() -> Self {
-        Self { admin_roles: vec!["admin".into()] }
+        Self { admin_roles: vec!["admin".into()], allow_user_resource_dependencies: false }
     }
 }
 

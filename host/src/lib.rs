@@ -5,10 +5,13 @@
 
 pub mod access;
 pub mod apps;
+pub mod audit;
 pub mod auth;
 pub mod blobs;
 pub mod buckets;
 pub mod config;
+pub mod consent;
+pub mod dependencies;
 pub mod documents;
 pub mod etag;
 pub mod events;

@@ -16,10 +16,13 @@ use tokio::net::TcpListener;
 
 use crate::access::AccessService;
 use crate::apps::ConfigApps;
+use crate::audit::Audit;
 use crate::auth::Authenticator;
 use crate::blobs::{BlobLimits, BlobService};
 use crate::buckets::BucketCodec;
 use crate::config::{Config, ProjectKey};
+use crate::consent::ConsentStore;
+use crate::dependencies::{DeclarationPolicy, V1_GROUPS};
 use crate::documents::Documents;
 use crate::folders::FolderEngine;
 use crate::folders::gc::spawn_sweeper;
@@ -229,10 +232,34 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
         SharingService::new(documents.clone(), buckets.clone(), config.sharing.clone()),
         PublicRules::new(documents.clone()),
     );
-    let apps = ConfigApps::load(&config.applications).map_err(|why| anyhow::anyhow!("invalid application {why}"))?;
+    // Configuration applications are the operator's: they may declare
+    // dependencies on the v1 groups and every loaded type.
+    let mut declarable: Vec<String> = V1_GROUPS.iter().map(|g| g.to_string()).collect();
+    declarable.extend(handlers.all().iter().map(|h| h.description().group.clone()));
+    let policy = DeclarationPolicy { declarable, may_declare: true };
+    let apps =
+        ConfigApps::load(&config.applications, &policy).map_err(|why| anyhow::anyhow!("invalid application {why}"))?;
+    let audit = Audit::open(config.audit.file.as_ref())
+        .with_context(|| format!("opening the audit file {:?}", config.audit.file))?;
+    let consent = ConsentStore::new(documents.clone());
     let keys = keys::from_config(redis.as_ref().map(|(_, c)| c), &key_prefix);
     let proxy = Proxy::new(&config.proxy, &config.per_request_key).context("building the application client")?;
-    Ok(AppState::new(Services { auth, apps, keys, proxy, access, documents, buckets, handlers, store, folders, blobs }))
+    Ok(AppState::new(Services {
+        auth,
+        apps,
+        keys,
+        proxy,
+        consent,
+        audit,
+        allow_user_dependencies: config.access.allow_user_resource_dependencies,
+        access,
+        documents,
+        buckets,
+        handlers,
+        store,
+        folders,
+        blobs,
+    }))
 }
 
 /// Runs the server until Ctrl-C or SIGTERM (then lets requests in flight

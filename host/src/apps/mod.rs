@@ -15,6 +15,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::blobs::application::normalize_application;
+use crate::dependencies::{DeclarationPolicy, Declared};
 
 /// The APIs an application can be called through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +53,8 @@ pub struct Application {
     pub interfaces: Interfaces,
     pub mcp: Option<McpSettings>,
     pub features: Features,
+    /// The user resources it declares it needs (validated when written).
+    pub resource_dependencies: Vec<Declared>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -126,7 +129,9 @@ pub struct ConfigApps {
 impl ConfigApps {
     /// Validates every `[applications.<name>]` table as the applications API
     /// validates a PUT; the first invalid one stops the start, named.
-    pub fn load(tables: &BTreeMap<String, Value>) -> Result<Self, String> {
+    /// `policy`: what configuration applications may declare (the operator
+    /// writes them, so they may declare; the types are the host's).
+    pub fn load(tables: &BTreeMap<String, Value>, policy: &DeclarationPolicy) -> Result<Self, String> {
         let mut apps = BTreeMap::new();
         for (name, table) in tables {
             let invalid = |why: String| format!("[applications.{name}]: {why}");
@@ -136,7 +141,7 @@ impl ConfigApps {
             let text = serde_json::to_string(table).expect("a configuration value serializes");
             let raw: Box<serde_json::value::RawValue> =
                 serde_json::from_str(&text).expect("what serde_json wrote parses back");
-            let normalized = normalize_application(&raw).map_err(|error| invalid(error.to_string()))?;
+            let normalized = normalize_application(&raw, policy).map_err(|error| invalid(error.to_string()))?;
             let app = Application::from_stored(&normalized).map_err(invalid)?;
             apps.insert(name.clone(), Arc::new(app));
         }
@@ -181,7 +186,7 @@ mod tests {
                        "interfaces": {"responses": {"endpoint": "http://r"}}}),
             ),
         ]);
-        let apps = ConfigApps::load(&tables).unwrap();
+        let apps = ConfigApps::load(&tables, &DeclarationPolicy::default()).unwrap();
         let echo = apps.get("echo").unwrap();
         assert_eq!(echo.endpoint_for(Api::ChatCompletions), Some("http://a/chat"));
         assert_eq!(echo.endpoint_for(Api::Mcp), None);
@@ -191,9 +196,12 @@ mod tests {
         assert!(!tools.forwards_key(Api::Mcp) && tools.forwards_key(Api::Responses));
         assert!(tools.admits(&[]), "no user_roles: everyone");
 
-        let nobody = ConfigApps::load(&BTreeMap::from([("x".into(), json!({"endpoint": "e", "user_roles": []}))]));
+        let policy = DeclarationPolicy::default();
+        let nobody =
+            ConfigApps::load(&BTreeMap::from([("x".into(), json!({"endpoint": "e", "user_roles": []}))]), &policy);
         assert!(!nobody.unwrap().get("x").unwrap().admits(&["user".into()]));
-        let error = ConfigApps::load(&BTreeMap::from([("bad".into(), json!({"display_name": "no endpoint"}))]));
+        let error =
+            ConfigApps::load(&BTreeMap::from([("bad".into(), json!({"display_name": "no endpoint"}))]), &policy);
         assert!(error.unwrap_err().starts_with("[applications.bad]: "));
     }
 

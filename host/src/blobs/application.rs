@@ -29,6 +29,8 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Number;
 use serde_json::value::RawValue;
 
+use crate::dependencies::{self, DeclarationPolicy};
+
 use super::BlobError;
 
 /// Snake_case names of the application fields (and of the fields of its
@@ -106,12 +108,39 @@ pub struct InvalidApplication(pub Vec<String>);
 /// hold (a number out of `f64` range, a lone surrogate escape) is still a
 /// parse error, found while writing and so before any rule, as when the
 /// whole definition was parsed first.
-pub fn normalize_application(definition: &RawValue) -> Result<Vec<u8>, BlobError> {
+///
+/// A `resource_dependencies` section is checked against `policy` (who may
+/// declare, which types) and stored normalised ([`dependencies::normalize`]);
+/// a definition without one is stored exactly as before.
+pub fn normalize_application(definition: &RawValue, policy: &DeclarationPolicy) -> Result<Vec<u8>, BlobError> {
     let mut stored = Vec::with_capacity(definition.get().len());
     write_value(definition, true, &mut stored)
         .map_err(|error| BlobError::BadRequest(format!("Failed to parse json: {error}")))?;
     validate_application(definition)?;
-    Ok(stored)
+    let converted: &RawValue = serde_json::from_slice(&stored).expect("what was just written parses");
+    let section = members(converted, false)
+        .expect("what was just written parses")
+        .into_iter()
+        .find(|member| member.name == "resource_dependencies")
+        .map(|member| member.value);
+    let Some(section) = section else { return Ok(stored) };
+    let normalized = dependencies::normalize(section, policy)?;
+    // The stored object again, with the section as normalised.
+    let mut rewritten = Vec::with_capacity(stored.len());
+    rewritten.push(b'{');
+    for (index, member) in members(converted, false).expect("parses").iter().enumerate() {
+        if index > 0 {
+            rewritten.push(b',');
+        }
+        serde_json::to_writer(&mut rewritten, member.name.as_ref()).expect("writing to memory");
+        rewritten.push(b':');
+        match member.name.as_ref() {
+            "resource_dependencies" => rewritten.extend_from_slice(normalized.as_bytes()),
+            _ => rewritten.extend_from_slice(member.value.get().as_bytes()),
+        }
+    }
+    rewritten.push(b'}');
+    Ok(rewritten)
 }
 
 /// Writes `value` in its stored form; with `convert`, keys are converted
@@ -535,10 +564,15 @@ mod tests {
 
     use super::*;
 
+    /// An admin's policy: dependencies on the v1 groups may be declared.
+    fn declaring() -> DeclarationPolicy {
+        DeclarationPolicy { declarable: dependencies::V1_GROUPS.map(String::from).to_vec(), may_declare: true }
+    }
+
     /// The stored form of `input` (JSON text), or the rules it breaks.
     fn normalize_text(input: &str) -> Result<Vec<u8>, InvalidApplication> {
         let definition: &RawValue = serde_json::from_str(input).expect("test input is JSON");
-        match normalize_application(definition) {
+        match normalize_application(definition, &declaring()) {
             Ok(stored) => Ok(stored),
             Err(BlobError::InvalidApplication(invalid)) => Err(invalid),
             Err(other) => panic!("unexpected {other}"),
@@ -604,7 +638,7 @@ mod tests {
             r#"{"endpoint":"x","features":{"toolsSupported":true,"rateEndpoint":"r"},
                 "defaults":{"zMaxTokens":1,"displayName":{"b":1,"a":2}},
                 "applicationProperties":{"b":[{"linkId":1}],"a":{"iconUrl":2}},
-                "resourceDependencies":[{"linkId":"l","target":{"userRoles":[]}}],
+                "resourceDependencies":[{"linkId":"l","kind":"dial.resourceLink","target":{"path":"files/B/x"},"access":["READ"]}],
                 "customField":{"innerCamel":1,"displayName":"converted below unknown fields"}}"#,
             // Strings and numbers are re-encoded as a Value re-encodes them.
             r#"{"endpoint":"\u0068ttp:\/\/a","description":"tab\there \"quoted\" \u00e9 \ud83d\ude00 é",
@@ -621,7 +655,8 @@ mod tests {
     #[test]
     fn values_json_allows_but_rust_cannot_hold_are_parse_errors() {
         for definition in [r#"{"endpoint":"x","n":1e999}"#, r#"{"endpoint":"x","s":["\ud800"]}"#] {
-            let error = normalize_application(serde_json::from_str(definition).unwrap()).unwrap_err();
+            let error = normalize_application(serde_json::from_str(definition).unwrap(), &DeclarationPolicy::default())
+                .unwrap_err();
             assert!(matches!(&error, BlobError::BadRequest(m) if m.starts_with("Failed to parse json: ")), "{error}");
             assert!(serde_json::from_str::<Value>(definition).is_err(), "a Value refuses it too");
         }

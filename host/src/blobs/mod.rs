@@ -118,6 +118,10 @@ pub enum BlobError {
     BadRequest(String),
     #[error(transparent)]
     InvalidApplication(#[from] InvalidApplication),
+    /// An application's `resource_dependencies`: 400 (invalid) or 403 (not
+    /// allowed to declare).
+    #[error(transparent)]
+    Declaration(#[from] crate::dependencies::DeclarationError),
     /// A JSON resource over `resources.max_size`.
     #[error("Resource size: {size} exceeds max limit: {max}")]
     ResourceTooLarge { size: u64, max: u64 },

@@ -48,6 +48,7 @@ use super::application::normalize_application;
 use super::trailer::{self, FOOTER_LEN, ItemMeta, TAIL_PROBE, Tail};
 use super::{BlobError, BlobGroup, BlobTarget};
 use crate::access::Shows;
+use crate::dependencies::DeclarationPolicy;
 use crate::etag::Preconditions;
 use crate::events::{EventAction, EventBus, ResourceEvent};
 use crate::folders::engine::now_ms;
@@ -276,6 +277,9 @@ impl BlobService {
     /// Stores a JSON resource (prompt, conversation, application) read from
     /// `body`: at most `max_size` bytes, must be UTF-8 JSON whatever the
     /// request's content type; applications are normalised and validated.
+    /// `policy`: what the writer may declare in an application's
+    /// `resource_dependencies`.
+    #[allow(clippy::too_many_arguments)]
     pub async fn put_json<S, E>(
         &self,
         target: &BlobTarget,
@@ -283,6 +287,7 @@ impl BlobService {
         declared_length: Option<u64>,
         conditions: &Preconditions,
         author: Option<String>,
+        policy: &DeclarationPolicy,
     ) -> Result<Committed, BlobError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
@@ -296,7 +301,7 @@ impl BlobService {
         }
         self.path_limits.check(target.path()).map_err(|e| BlobError::BadRequest(e.to_string()))?;
         let bytes = read_limited(body, declared_length, self.limits.max_size).await?;
-        let content = self.check_json(target.group(), bytes).await?;
+        let content = self.check_json(target.group(), bytes, policy.clone()).await?;
         let staged = Staged {
             etag: hex(&Md5::digest(&content)),
             size: content.len() as u64,
@@ -309,7 +314,7 @@ impl BlobService {
     /// The content to store for a JSON body: checked (and for applications,
     /// normalised) on a blocking thread, since a large body takes a while;
     /// a large one first waits for a permit of [`Self::large_parses`].
-    async fn check_json(&self, group: BlobGroup, body: Bytes) -> Result<Bytes, BlobError> {
+    async fn check_json(&self, group: BlobGroup, body: Bytes, policy: DeclarationPolicy) -> Result<Bytes, BlobError> {
         let permit = match body.len() >= LARGE_JSON_BYTES {
             true => Some(self.large_parses.clone().acquire_owned().await.expect("the semaphore is never closed")),
             false => None,
@@ -318,7 +323,7 @@ impl BlobService {
             // Held by the parse, not the request: a client that goes away
             // does not free the permit of a parse still running.
             let _permit = permit;
-            json_content(group, body)
+            json_content(group, body, &policy)
         })
         .await
         .expect("checking a JSON body panicked")
@@ -923,7 +928,7 @@ where
 /// A JSON body as stored: prompts and conversations as sent, applications
 /// in their normalised form. UTF-8 is checked first and whole: the parser
 /// skips over the strings of a document it does not build, unchecked.
-fn json_content(group: BlobGroup, body: Bytes) -> Result<Bytes, BlobError> {
+fn json_content(group: BlobGroup, body: Bytes, policy: &DeclarationPolicy) -> Result<Bytes, BlobError> {
     let text = std::str::from_utf8(&body).map_err(|error| {
         BlobError::BadRequest(format!(
             "Failed to parse json: the body is not valid UTF-8 (byte {})",
@@ -933,7 +938,7 @@ fn json_content(group: BlobGroup, body: Bytes) -> Result<Bytes, BlobError> {
     match group {
         BlobGroup::Applications => {
             let definition: &RawValue = parse_json(text)?;
-            Ok(Bytes::from(normalize_application(definition)?))
+            Ok(Bytes::from(normalize_application(definition, policy)?))
         }
         _ => {
             let _: serde::de::IgnoredAny = parse_json(text)?;
@@ -1106,33 +1111,65 @@ mod tests {
         let service = service(memory(), false).await;
         let prompt = target("prompts/b/p");
         let body = br#"{"content": "hi"}"#;
-        let committed = service.put_json(&prompt, chunks(&[body]), None, &none(), None).await.unwrap();
+        let committed = service
+            .put_json(&prompt, chunks(&[body]), None, &none(), None, &DeclarationPolicy::default())
+            .await
+            .unwrap();
         assert_eq!(committed.meta.content_type, JSON_CONTENT_TYPE);
         assert_eq!(content(&service, &prompt).await, body, "stored as given");
 
-        let invalid = service.put_json(&prompt, chunks(&[b"{nope"]), None, &none(), None).await;
+        let invalid =
+            service.put_json(&prompt, chunks(&[b"{nope"]), None, &none(), None, &DeclarationPolicy::default()).await;
         assert!(matches!(invalid, Err(BlobError::BadRequest(m)) if m.starts_with("Failed to parse json")));
         // Inside a string, where a parser that builds nothing does not look.
         let unstored = target("prompts/b/q");
-        let not_utf8 = service.put_json(&unstored, chunks(&[b"{\"id\": \"\xff\xfe\"}"]), None, &none(), None).await;
+        let not_utf8 = service
+            .put_json(
+                &unstored,
+                chunks(&[b"{\"id\": \"\xff\xfe\"}"]),
+                None,
+                &none(),
+                None,
+                &DeclarationPolicy::default(),
+            )
+            .await;
         let message = "Failed to parse json: the body is not valid UTF-8 (byte 8)";
         assert!(matches!(not_utf8, Err(BlobError::BadRequest(m)) if m == message));
         assert!(!service.exists(&unstored).await.unwrap());
-        let declared = service.put_json(&prompt, chunks(&[b"{}"]), Some(LIMITS.max_size + 1), &none(), None).await;
+        let declared = service
+            .put_json(
+                &prompt,
+                chunks(&[b"{}"]),
+                Some(LIMITS.max_size + 1),
+                &none(),
+                None,
+                &DeclarationPolicy::default(),
+            )
+            .await;
         assert!(matches!(declared, Err(BlobError::ResourceTooLarge { size, .. }) if size == LIMITS.max_size + 1));
         let huge = vec![b' '; LIMITS.max_size as usize + 1];
-        let streamed = service.put_json(&prompt, chunks(&[&huge]), None, &none(), None).await;
+        let streamed =
+            service.put_json(&prompt, chunks(&[&huge]), None, &none(), None, &DeclarationPolicy::default()).await;
         assert!(matches!(streamed, Err(BlobError::ResourceTooLarge { .. })));
 
         let app = target("applications/b/app");
         let committed = service
-            .put_json(&app, chunks(&[br#"{"endpoint":"http://a","displayName":"A"}"#]), None, &none(), None)
+            .put_json(
+                &app,
+                chunks(&[br#"{"endpoint":"http://a","displayName":"A"}"#]),
+                None,
+                &none(),
+                None,
+                &DeclarationPolicy::default(),
+            )
             .await
             .unwrap();
         let stored: serde_json::Value = serde_json::from_slice(&content(&service, &app).await).unwrap();
         assert_eq!(stored, serde_json::json!({"endpoint": "http://a", "display_name": "A"}));
         assert_eq!(committed.meta.etag, hex(&Md5::digest(serde_json::to_vec(&stored).unwrap())));
-        let bad = service.put_json(&app, chunks(&[br#"{"displayName":"A"}"#]), None, &none(), None).await;
+        let bad = service
+            .put_json(&app, chunks(&[br#"{"displayName":"A"}"#]), None, &none(), None, &DeclarationPolicy::default())
+            .await;
         assert!(matches!(bad, Err(BlobError::InvalidApplication(_))));
     }
 

@@ -6,6 +6,7 @@ use super::error::ApiError;
 use crate::blobs::service::Download;
 use crate::blobs::{BlobGroup, BlobTarget};
 use crate::buckets::BucketLocation;
+use crate::dependencies::DeclarationPolicy;
 use crate::etag::{EtagMatch, Preconditions};
 use crate::folders::Node;
 use crate::handlers::Handler;
@@ -111,7 +112,14 @@ pub async fn exists(state: &AppState, link: &Link) -> Result<bool, ApiError> {
 /// exist: a v2 resource gets a fresh, re-validated marker with the same
 /// aggregate etag; a v1 item is streamed, never held whole. Returns the etag
 /// the target was created with.
-pub async fn copy(state: &AppState, source: &Link, target: &Link, author: Option<String>) -> Result<String, ApiError> {
+/// `policy`: what the writer of the copy may declare (applications).
+pub async fn copy(
+    state: &AppState,
+    source: &Link,
+    target: &Link,
+    author: Option<String>,
+    policy: &DeclarationPolicy,
+) -> Result<String, ApiError> {
     let create_only = Preconditions { if_none_match: Some(EtagMatch::Any), ..Preconditions::default() };
     match &source.kind {
         Kind::Folder(handler) => {
@@ -127,7 +135,7 @@ pub async fn copy(state: &AppState, source: &Link, target: &Link, author: Option
                 unreachable!("no If-None-Match was sent");
             };
             let committed = if group.is_json() {
-                state.blobs().put_json(&to, body, Some(meta.content_length), &create_only, author).await?
+                state.blobs().put_json(&to, body, Some(meta.content_length), &create_only, author, policy).await?
             } else {
                 state.blobs().put_file(&to, body, Some(&meta.content_type), &create_only, author).await?
             };

@@ -28,6 +28,7 @@ use crate::apps::{Api, Application, app_id};
 use crate::auth::Caller;
 use crate::blobs::BlobTarget;
 use crate::blobs::service::Download;
+use crate::dependencies;
 use crate::etag::Preconditions;
 use crate::keys::{self, KeyData, KeyGrant, KeyLease};
 use crate::proxy::{UpstreamCall, attachments};
@@ -97,11 +98,8 @@ async fn call(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let id = percent_encoding::percent_decode_str(raw_id)
-        .decode_utf8()
-        .map_err(|_| ApiError::not_found(&format!("Unknown application: {raw_id}")))?
-        .into_owned();
-    let application = resolve(state, caller, &id).await?;
+    let id = decode_id(raw_id)?;
+    let application = resolve(state, caller, &id, Reader::Caller).await?;
     let endpoint = application.endpoint_for(api).ok_or_else(|| {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("Deployment {id} has no {} endpoint", api.name()))
     })?;
@@ -120,7 +118,38 @@ async fn call(
         return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"));
     }
     let body = read_body(body, proxy.max_request_bytes()).await?;
-    let grants = if api == Api::Mcp { Vec::new() } else { attachment_grants(state, caller, api, &body).await? };
+    let mut grants = if api == Api::Mcp { Vec::new() } else { attachment_grants(state, caller, api, &body).await? };
+
+    // The originating user as themselves: what they accepted and what they
+    // can reach on their own, never what a calling application's key holds
+    // (and never admin rights, which no key carries).
+    let user = Caller { per_request: None, is_admin: false, ..caller.clone() };
+    if application.features.consent_required == Some(true)
+        && state.consent().user(&user.user_location(), &id).await?.is_none()
+    {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("User didn't accept consent to call the deployment: {id}"),
+        ));
+    }
+    let trace_id = caller.per_request.as_ref().map_or_else(new_trace_id, |key| key.trace_id.clone());
+    if !application.resource_dependencies.is_empty() {
+        let declared = &application.resource_dependencies;
+        let consented = state.consent().admin_consented(&id, declared).await?;
+        let source = caller.per_request.as_ref().map_or("root", |key| key.app.as_str());
+        let call = dependencies::Call {
+            deployment: &id,
+            user: &user,
+            source_deployment: source,
+            trace_id: &trace_id,
+            key_forwarded: application.forwards_key(api),
+        };
+        let resolved =
+            dependencies::resolve(state.access(), state.buckets(), state.audit(), &call, declared, consented)
+                .await
+                .map_err(|failed| ApiError::new(StatusCode::FORBIDDEN, failed.to_string()))?;
+        grants.extend(resolved);
+    }
 
     let key = match application.forwards_key(api) {
         false => None,
@@ -130,7 +159,7 @@ async fn call(
                 app: id.clone(),
                 app_id: app_id(&id),
                 execution_path: execution_path(caller, &id),
-                trace_id: caller.per_request.as_ref().map_or_else(new_trace_id, |key| key.trace_id.clone()),
+                trace_id,
                 grants,
                 expires_at: keys::expiry(proxy.key_ttl()),
             };
@@ -148,12 +177,35 @@ async fn call(
     })
 }
 
+/// A deployment id from a request path (percent-decoded).
+pub(super) fn decode_id(raw_id: &str) -> Result<String, ApiError> {
+    percent_encoding::percent_decode_str(raw_id)
+        .decode_utf8()
+        .map(|id| id.into_owned())
+        .map_err(|_| ApiError::not_found(&format!("Unknown application: {raw_id}")))
+}
+
+/// Who a resolution is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reader {
+    /// A caller of the application: `user_roles` and READ on a stored
+    /// definition apply.
+    Caller,
+    /// An admin deciding on consent, who must see any definition.
+    Admin,
+}
+
 /// The application a deployment id names, if the caller may call it:
 /// a configuration application whose `user_roles` admit the caller, or a
 /// stored definition the caller can read.
-async fn resolve(state: &AppState, caller: &Caller, id: &str) -> Result<Arc<Application>, ApiError> {
+pub(super) async fn resolve(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    reader: Reader,
+) -> Result<Arc<Application>, ApiError> {
     if let Some(app) = state.apps().get(id) {
-        if !app.admits(&caller.roles) {
+        if reader == Reader::Caller && !app.admits(&caller.roles) {
             return Err(ApiError::new(StatusCode::FORBIDDEN, format!("Forbidden deployment: {id}")));
         }
         return Ok(app);
@@ -168,7 +220,9 @@ async fn resolve(state: &AppState, caller: &Caller, id: &str) -> Result<Arc<Appl
         .collect();
     let url = ResourceUrl::parse(&encoded.join("/"), Intent::Read).map_err(|_| unknown())?;
     let location = state.buckets().decode(url.bucket()).map_err(|_| unknown())?;
-    state.access().check(caller, Resource { url: &url, location: &location }, Permission::Read).await?;
+    if reader == Reader::Caller {
+        state.access().check(caller, Resource { url: &url, location: &location }, Permission::Read).await?;
+    }
     let target = BlobTarget::new(url, location).map_err(|_| unknown())?;
     let content = match state.blobs().download(&target, &Preconditions::default()).await {
         Ok(Download::Content { body, .. }) => body,

@@ -162,9 +162,11 @@ impl From<BlobError> for ApiError {
     fn from(error: BlobError) -> Self {
         let status = match &error {
             BlobError::NotFound(url) => return Self::not_found(url),
-            BlobError::FolderNotAllowed(_) | BlobError::BadRequest(_) | BlobError::InvalidApplication(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            BlobError::Declaration(crate::dependencies::DeclarationError::NotAllowed) => StatusCode::FORBIDDEN,
+            BlobError::FolderNotAllowed(_)
+            | BlobError::BadRequest(_)
+            | BlobError::InvalidApplication(_)
+            | BlobError::Declaration(_) => StatusCode::BAD_REQUEST,
             BlobError::ResourceTooLarge { .. } | BlobError::UploadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             BlobError::Precondition(_) => StatusCode::PRECONDITION_FAILED,
             BlobError::Conflict(_) => StatusCode::CONFLICT,

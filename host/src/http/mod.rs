@@ -1,6 +1,7 @@
 //! The HTTP surface: DIAL-compatible routes over the host's services.
 
 pub mod catalog;
+mod consent;
 mod deployments;
 pub mod error;
 pub mod extract;
@@ -23,9 +24,13 @@ use tower_http::trace::TraceLayer;
 
 use crate::access::AccessService;
 use crate::apps::ConfigApps;
+use crate::audit::Audit;
 use crate::auth::Authenticator;
+use crate::auth::Caller;
 use crate::blobs::BlobService;
 use crate::buckets::BucketCodec;
+use crate::consent::ConsentStore;
+use crate::dependencies::{DeclarationPolicy, V1_GROUPS};
 use crate::documents::Documents;
 use crate::folders::FolderEngine;
 use crate::handlers::HandlerRegistry;
@@ -44,6 +49,10 @@ pub struct Services {
     pub apps: ConfigApps,
     pub keys: Arc<dyn KeyStore>,
     pub proxy: Proxy,
+    pub consent: ConsentStore,
+    pub audit: Audit,
+    /// `access.allow_user_resource_dependencies`.
+    pub allow_user_dependencies: bool,
     pub access: AccessService,
     pub documents: Documents,
     pub buckets: BucketCodec,
@@ -72,6 +81,23 @@ impl AppState {
 
     pub fn proxy(&self) -> &Proxy {
         &self.inner.proxy
+    }
+
+    pub fn consent(&self) -> &ConsentStore {
+        &self.inner.consent
+    }
+
+    pub fn audit(&self) -> &Audit {
+        &self.inner.audit
+    }
+
+    /// What `writer` may declare in an application's
+    /// `resource_dependencies`: admins may, others only when the
+    /// configuration allows it; targets name a v1 group or a loaded type.
+    pub fn declaration_policy(&self, writer: &Caller) -> DeclarationPolicy {
+        let mut declarable: Vec<String> = V1_GROUPS.iter().map(|g| g.to_string()).collect();
+        declarable.extend(self.handlers().all().iter().map(|h| h.description().group.clone()));
+        DeclarationPolicy { declarable, may_declare: writer.is_admin || self.inner.allow_user_dependencies }
     }
 
     pub fn access(&self) -> &AccessService {
@@ -145,6 +171,7 @@ pub fn router(state: AppState) -> Router {
             "/v1/deployments/{*rest}",
             post(deployments::mcp).get(deployments::mcp).delete(deployments::mcp).layer(DefaultBodyLimit::disable()),
         )
+        .route("/v1/consent/{*rest}", get(consent::get).post(consent::post).delete(consent::delete))
         .route("/v2/metadata/{*path}", get(v2::metadata))
         .route("/v2/ops/{group}/restore", post(v2::restore))
         // Uploads are limited by the engine while streaming, per type.

@@ -182,7 +182,8 @@ pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes)
     let author_name = Some(caller.author_name());
     for (index, plan) in planned.iter().enumerate() {
         let (Some(source), Some(review)) = (&plan.source, &plan.review) else { continue };
-        if let Err(error) = catalog::copy(&state, source, review, author_name.clone()).await {
+        let policy = state.declaration_policy(&caller);
+        if let Err(error) = catalog::copy(&state, source, review, author_name.clone(), &policy).await {
             remove_review_copies(&state, &planned[..index]).await;
             return Err(error);
         }
@@ -365,7 +366,7 @@ pub async fn approve(
     let request: UrlRequest = body(&bytes, "Can't decide publication")?;
     let (id, publication) = pending_for_decision(&state, &caller, &request).await?;
     let mut applied = Applied::default();
-    let decided = match apply_before_decision(&state, &publication, &mut applied).await {
+    let decided = match apply_before_decision(&state, &caller, &publication, &mut applied).await {
         Ok(()) => decide(&state, &id, &request, Status::Approved).await,
         Err(error) => Err(error),
     };
@@ -441,15 +442,18 @@ impl Applied {
 /// rules, recording each step in `applied`.
 async fn apply_before_decision(
     state: &AppState,
+    admin: &Caller,
     publication: &Publication,
     applied: &mut Applied,
 ) -> Result<(), ApiError> {
     let author = publication.author.clone();
+    // The admin who approves writes the public copies.
+    let policy = &state.declaration_policy(admin);
     for resource in publication.resources.iter().filter(|r| r.action == Action::Add) {
         let target = catalog::parse_link(state, &resource.target_url)?;
         let review_url = resource.review_url.as_deref().unwrap_or_default();
         let review = catalog::parse_link(state, review_url)?;
-        let etag = catalog::copy(state, &review, &target, author.clone()).await?;
+        let etag = catalog::copy(state, &review, &target, author.clone(), policy).await?;
         applied.copies.push((target, etag));
     }
     if !publication.rules.is_empty() {

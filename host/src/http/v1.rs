@@ -116,7 +116,8 @@ async fn put_item(
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.parse::<u64>().ok());
         let body = request.into_body().into_data_stream();
-        blobs.put_json(&target, body, declared, &conditions, Some(caller.author_name())).await?
+        let policy = state.declaration_policy(&caller);
+        blobs.put_json(&target, body, declared, &conditions, Some(caller.author_name()), &policy).await?
     };
     let body = Json(item_json(&target.url, target.group(), &committed.meta, true));
     Ok(with_etag(body.into_response(), &committed.meta.etag))

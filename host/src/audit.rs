@@ -1,0 +1,113 @@
+//! The resource-dependency audit trail (SPEC "8–9 in detail"): one JSON
+//! object per grant, denial, runtime failure and admin-consent decision, on
+//! the tracing target `DIAL_RESOURCE_DEPS_AUDIT`, and one line per event in
+//! `audit.file` when it is set. Events name the application, the targets,
+//! the originating user, the trace id and the source deployment — never
+//! link ids, keys or tokens.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::Serialize;
+
+use crate::access::Permissions;
+use crate::dependencies::Call;
+
+/// The tracing target audit events go to.
+pub const TARGET: &str = "DIAL_RESOURCE_DEPS_AUDIT";
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditEvent {
+    pub event: &'static str,
+    pub app: String,
+    pub targets: Vec<String>,
+    pub user: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_deployment: Option<String>,
+    pub outcome: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl AuditEvent {
+    fn for_call(event: &'static str, call: &Call<'_>, target: &str, outcome: String, reason: Option<String>) -> Self {
+        Self {
+            event,
+            app: call.deployment.to_string(),
+            targets: vec![target.to_string()],
+            user: call.user.author_name(),
+            trace_id: Some(call.trace_id.to_string()),
+            source_deployment: Some(call.source_deployment.to_string()),
+            outcome,
+            reason,
+        }
+    }
+
+    pub fn grant(call: &Call<'_>, target: &str, granted: Permissions) -> Self {
+        Self::for_call(
+            "resource_dependency_grant",
+            call,
+            target,
+            format!("granted {}", granted.names().join("+")),
+            None,
+        )
+    }
+
+    pub fn denial(call: &Call<'_>, target: &str, reason: &str) -> Self {
+        Self::for_call("resource_dependency_denial", call, target, "denied".into(), Some(reason.into()))
+    }
+
+    pub fn runtime_fail(call: &Call<'_>, target: &str, reason: &str) -> Self {
+        Self::for_call("resource_dependency_runtime_fail", call, target, "call refused".into(), Some(reason.into()))
+    }
+
+    /// An admin granted (`granted`) or withdrew consent for `app`'s declaration.
+    pub fn admin_consent(app: &str, targets: Vec<String>, admin: &str, granted: bool) -> Self {
+        Self {
+            event: if granted { "admin_consent_grant" } else { "admin_consent_withdraw" },
+            app: app.to_string(),
+            targets,
+            user: admin.to_string(),
+            trace_id: None,
+            source_deployment: None,
+            outcome: if granted { "granted" } else { "withdrawn" }.into(),
+            reason: None,
+        }
+    }
+}
+
+/// Where events go.
+#[derive(Clone, Default)]
+pub struct Audit {
+    file: Option<Arc<Mutex<std::fs::File>>>,
+}
+
+impl Audit {
+    /// Events to the tracing target, and to `file` when given (appended).
+    pub fn open(file: Option<&PathBuf>) -> std::io::Result<Self> {
+        let file = match file {
+            Some(path) => {
+                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(parent)?;
+                }
+                Some(Arc::new(Mutex::new(std::fs::OpenOptions::new().create(true).append(true).open(path)?)))
+            }
+            None => None,
+        };
+        Ok(Self { file })
+    }
+
+    pub fn emit(&self, event: AuditEvent) {
+        let line = serde_json::to_string(&event).expect("audit events serialize");
+        tracing::info!(target: TARGET, "{line}");
+        if let Some(file) = &self.file {
+            let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Err(error) = writeln!(file, "{line}") {
+                tracing::error!(%error, "could not append to the audit file");
+            }
+        }
+    }
+}
