@@ -300,7 +300,7 @@ async fn the_official_mcp_client_reaches_an_mcp_server_through_the_host() {
     for deployment in ["tools", "tools-moved"] {
         let result = mcp(f.mcp_url(deployment)).await;
         assert!(result.get("error").is_none(), "{deployment}: {result}");
-        assert_eq!(result["tools"], json!(["add", "whoami"]), "{deployment}: {result}");
+        assert_eq!(result["tools"], json!(["add", "whoami", "write"]), "{deployment}: {result}");
         assert_eq!(result["add"], 5, "{deployment}: {result}");
         let key =
             result["whoami"].as_str().unwrap_or_else(|| panic!("{deployment}: no key reached the server: {result}"));

@@ -3,6 +3,7 @@
 mod auth;
 mod cli;
 mod connections;
+mod dependencies;
 mod deployments;
 mod example_handler;
 mod handler_reload;

@@ -1,10 +1,11 @@
 """Talks to an MCP server with the official `mcp` SDK over Streamable HTTP; prints one JSON line.
 
     python tests/clients/mcp_client.py --url URL --api-key KEY [--header NAME=VALUE ...]
-        [--mode legacy|auto] [--timeout SECONDS]
+        [--mode legacy|auto] [--timeout SECONDS] [--write HOST_URL URL ...]
 
-Connects (initialize), lists the tools, calls `add(2, 3)` and `whoami()`. Success (exit 0):
-{"tools": [<names, sorted>], "add": 5, "whoami": <the Api-Key the server saw, or null>,
+Connects (initialize), lists the tools, calls `add(2, 3)` and `whoami()`, and `write(HOST_URL, URL)`
+per `--write`. Success (exit 0): {"tools": [<names, sorted>], "add": 5, "whoami": <the Api-Key the
+server saw, or null>, "writes": {URL: <the status the server's PUT got>},
 "protocol_version": <negotiated>, "http": ["<METHOD> <path> <status>", ...]}. Failure (exit 1):
 {"error", "status": <the last HTTP status >= 300 seen, or null>, "body": {"code": <JSON-RPC error
 code, for an MCP error>, "http": [...]}, "type"}. The SDK reports HTTP failures as JSON-RPC errors
@@ -56,6 +57,10 @@ async def session(args: argparse.Namespace, exchanges: list[tuple[str, str, int]
                 "tools": sorted(tools),
                 "add": value_of(await client.call_tool("add", {"a": 2, "b": 3})),
                 "whoami": value_of(await client.call_tool("whoami", {})),
+                "writes": {
+                    url: value_of(await client.call_tool("write", {"host_url": host, "url": url}))
+                    for host, url in args.write
+                },
                 "protocol_version": client.protocol_version,
             }
 
@@ -74,6 +79,7 @@ def main() -> dict[str, Any]:
     parser.add_argument("--header", action="append", default=[], help="an extra request header, NAME=VALUE")
     parser.add_argument("--mode", choices=["legacy", "auto"], default="legacy")
     parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--write", nargs=2, action="append", default=[], metavar=("HOST_URL", "URL"))
     args = parser.parse_args()
     exchanges: list[tuple[str, str, int]] = []
     try:

@@ -6,6 +6,7 @@ Prints `ready` on stdout once it accepts connections. Streamable HTTP at `/mcp`,
 
     whoami()          the Api-Key header of the HTTP request that carried this call (null if none)
     add(a, b) -> int
+    write(host_url, url) -> int   PUT a small file at {host_url}/v1/{url} with that Api-Key: the status
 
 and redirects for the host's redirect rules:
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import socket
 
+import httpx2
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from starlette.requests import Request
@@ -41,6 +43,21 @@ def whoami(ctx: Context) -> str | None:
 def add(a: int, b: int) -> int:
     """Adds two numbers."""
     return a + b
+
+
+@server.tool()
+async def write(host_url: str, url: str, ctx: Context) -> int:
+    """PUTs a small file at `{host_url}/v1/{url}` with this request's Api-Key; the status."""
+    headers = ctx.headers
+    key = headers.get("api-key") if headers is not None else None
+    name = url.rsplit("/", 1)[-1] or "file.txt"
+    async with httpx2.AsyncClient(timeout=30) as http:
+        response = await http.put(
+            f"{host_url}/v1/{url}",
+            headers={"Api-Key": key} if key else {},
+            files={"file": (name, b"written by an MCP tool", "text/plain")},
+        )
+    return response.status_code
 
 
 def unused_port() -> int:

@@ -19,7 +19,10 @@ are ignored), run in order while the client's request is still open:
     user-bucket        try to PUT /v1/files/<user bucket>/stolen.txt (the host must refuse: 403)
     read:<url>         GET /v1/<url>
     chain:<id>         POST /openai/deployments/<id>/chat/completions with the received key and
-                       the message `appdata`; records the callee's report
+                       the message `appdata` (`chain:<id>|<command>|…`: those commands instead);
+                       records the callee's report
+    write:<url>        PUT a small file at /v1/<url> (multipart)
+    skill:<url>        PUT a whole skill at /v2/<url>: a SKILL.md named after the last segment
     status:<code>      answer with that status and {"error": {"message": "mock error <code>"}}
     hold               streaming only: send the first text delta, then wait for POST /release
     slow:<ms>          sleep, e.g. to make the host's upstream timeout fire
@@ -134,8 +137,10 @@ async def read(host: Host, url: str) -> dict[str, Any]:
     return outcome(await host.request("GET", f"/v1/{url}"))
 
 
-async def chain(host: Host, deployment: str) -> dict[str, Any]:
-    body = {"model": deployment, "messages": [{"role": "user", "content": "appdata"}]}
+async def chain(host: Host, argument: str) -> dict[str, Any]:
+    # `<id>` asks the callee for `appdata`; `<id>|<command>|<command>…` for those commands instead.
+    deployment, *commands = argument.split("|")
+    body = {"model": deployment, "messages": [{"role": "user", "content": " ".join(commands) or "appdata"}]}
     got = await host.request("POST", f"/openai/deployments/{deployment}/chat/completions", json=body)
     completion = json_or_none(got)
     try:
@@ -145,10 +150,26 @@ async def chain(host: Host, deployment: str) -> dict[str, Any]:
     return {"status": got.status_code, "report": report}
 
 
+async def write(host: Host, url: str) -> dict[str, Any]:
+    """PUT a small file at `/v1/<url>` (a v1 file URL)."""
+    name = url.rsplit("/", 1)[-1] or "file.txt"
+    return outcome(await host.request("PUT", f"/v1/{url}", files={"file": (name, NOTE, "text/plain")}))
+
+
+async def skill(host: Host, url: str) -> dict[str, Any]:
+    """PUT a whole skill at `/v2/<url>` (a v2 skills URL): a SKILL.md named after the last segment."""
+    name = url.rstrip("/").rsplit("/", 1)[-1]
+    skill_md = f"---\nname: {name}\ndescription: Written by an application with its key.\n---\n# {name}\n"
+    files = [("file", ("SKILL.md", skill_md.encode(), "text/markdown"))]
+    return outcome(await host.request("PUT", f"/v2/{url}", files=files))
+
+
 CALLBACKS: dict[str, Callable[[Host, str], Awaitable[dict[str, Any]]]] = {
     "appdata": appdata,
     "user-bucket": user_bucket,
     "read": read,
+    "write": write,
+    "skill": skill,
     "chain": chain,
 }
 
