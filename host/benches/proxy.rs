@@ -10,6 +10,11 @@
 //! streaming (time to the first event). Reported: p50 and p99 of each, and
 //! the difference at p50.
 //!
+//! Then resolution (issue: consent and resource dependencies): the same
+//! whole-response call through an application declaring 100 consented
+//! records (50 required READ+WRITE in the caller's own bucket, 50 optional
+//! READ in `public`, each an access check), against the plain application.
+//!
 //! `cargo bench -p dial-host --bench proxy` prints a Markdown table for
 //! `docs/benchmarks.md`.
 
@@ -28,6 +33,8 @@ const COMMAND: &str = "cargo bench -p dial-host --bench proxy";
 const CALLS: usize = 2000;
 const WARMUP: usize = 200;
 const API_KEY: &str = "bench-key";
+const ADMIN_KEY: &str = "bench-admin";
+const RECORDS: usize = 100;
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
@@ -69,6 +76,30 @@ async fn run() {
     }
     println!();
     println!("{CALLS} calls each after {WARMUP} warm-up calls, sequential, one keep-alive connection per target.");
+    println!();
+
+    let consent = format!("{}/v1/consent/bench-deps/admin-consent", server.url);
+    let granted = client.post(&consent).header("Api-Key", ADMIN_KEY).send().await.unwrap();
+    assert_eq!(granted.status().as_u16(), 200, "{}", granted.text().await.unwrap());
+    let declaring = format!("{}/openai/deployments/bench-deps/chat/completions", server.url);
+    let plain_times = time_calls(&client, &proxied, &body, false).await;
+    let declaring_times = time_calls(&client, &declaring, &body, false).await;
+    let (b50, b99) = (percentile(&plain_times, 0.50), percentile(&plain_times, 0.99));
+    let (r50, r99) = (percentile(&declaring_times, 0.50), percentile(&declaring_times, 0.99));
+    println!("| case | no declaration p50 | p99 | {RECORDS} records p50 | p99 | resolution at p50 | at p99 |");
+    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| chat completion through the host, whole response | {} | {} | {} | {} | {} | {} |",
+        micros(b50),
+        micros(b99),
+        micros(r50),
+        micros(r99),
+        micros(r50.saturating_sub(b50)),
+        micros(r99.saturating_sub(b99))
+    );
+    println!();
+    println!("resolution = the difference between the two (same run, same connection); each call reads the");
+    println!("consent record and checks the user's reach for every record.");
     println!("load average after: {}", load_average());
     drop(server);
 }
@@ -144,9 +175,12 @@ impl Server {
             format!(
                 "data_dir = \"{}\"\n[server]\nlisten = \"127.0.0.1:0\"\n[encryption]\nsecret = \"x\"\n\
                  [keys.{API_KEY}]\nproject = \"bench\"\nroles = [\"user\"]\n[handlers]\ncache_dir = \"{}\"\n\
-                 [log]\nfilter = \"warn\"\n[applications.bench]\nendpoint = \"{upstream}/chat/completions\"\n",
+                 [keys.{ADMIN_KEY}]\nproject = \"ops\"\nroles = [\"admin\"]\n\
+                 [log]\nfilter = \"warn\"\n[applications.bench]\nendpoint = \"{upstream}/chat/completions\"\n\
+                 [applications.bench-deps]\nendpoint = \"{upstream}/chat/completions\"\nresource_dependencies = [{}]\n",
                 dir.join("data").display(),
-                dir.join("handler-cache").display()
+                dir.join("handler-cache").display(),
+                declaration()
             ),
         )
         .unwrap();
@@ -170,6 +204,25 @@ impl Server {
         let url = first.split_once("listening on ").map(|(_, url)| url.trim().to_string()).expect("the URL line");
         Self { child, url }
     }
+}
+
+/// `RECORDS` records as TOML inline tables: half required READ+WRITE in the
+/// caller's own bucket, half optional READ in `public`.
+fn declaration() -> String {
+    (0..RECORDS)
+        .map(|i| {
+            let (path, access, required) = if i % 2 == 0 {
+                (format!("files/{{current-user}}/own-{i}/"), "\"READ\", \"WRITE\"", true)
+            } else {
+                (format!("files/public/library-{i}/"), "\"READ\"", false)
+            };
+            format!(
+                "{{ kind = \"dial.resourceLink\", link_id = \"l{i}\", target = {{ path = \"{path}\" }}, \
+                 access = [{access}], required = {required} }}"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Drop for Server {

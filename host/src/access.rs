@@ -12,13 +12,15 @@
 //! Per-request keys add their rules in [`AccessService::permissions`]; routes
 //! never change.
 
+use std::collections::HashMap;
+
 use crate::auth::Caller;
 use crate::buckets::BucketLocation;
 use crate::documents::DocumentError;
 use crate::keys::KeyData;
 use crate::publication::rules::{PublicRules, RulesDocument, admits_with};
 use crate::resource_url::ResourceUrl;
-use crate::sharing::{SharingError, SharingService, covers};
+use crate::sharing::{OwnerShares, SharingError, SharingService, covers};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Permission {
@@ -154,6 +156,19 @@ impl AccessService {
     /// Cheap rules first; state is read only when they do not already grant
     /// everything.
     pub async fn permissions(&self, caller: &Caller, resource: Resource<'_>) -> Result<Permissions, AccessError> {
+        self.permissions_within(caller, resource, &mut StateRead::default()).await
+    }
+
+    /// [`AccessService::permissions`] for one of several checks that make up
+    /// one decision (a dependency resolution checks up to 100 targets): the
+    /// state they read — the public rules, each owner's shares — is read at
+    /// most once per `state`.
+    pub async fn permissions_within(
+        &self,
+        caller: &Caller,
+        resource: Resource<'_>,
+        state: &mut StateRead,
+    ) -> Result<Permissions, AccessError> {
         let mut granted = owner_or_admin(caller, resource.location);
         if let Some(key) = &caller.per_request {
             granted = granted.union(key_permissions(key, resource));
@@ -164,22 +179,40 @@ impl AccessService {
         match resource.location {
             // As the user behind the call sees them (a key carries their roles).
             BucketLocation::Public => {
-                if self.rules.admits(caller, resource.url).await? {
+                let rules = match state.rules.take() {
+                    Some(rules) => rules,
+                    None => self.rules.all().await?,
+                };
+                if admits_with(&rules, caller, resource.url) {
                     granted = granted.union(Permissions::READ);
                 }
+                state.rules = Some(rules);
             }
             // Shared with the user behind the call — for a key, the
             // originating user, whose own bucket it never reaches this way
             // (nobody shares with themselves).
             BucketLocation::User(_) | BucketLocation::Key(_) => {
-                let grantee = caller.user_location();
-                let shared = self.sharing.granted(resource.location, &grantee, &resource.url.to_string()).await?;
-                granted = granted.union(shared);
+                let shares = match state.shares.remove(resource.location) {
+                    Some(shares) => shares,
+                    None => self.sharing.owner_shares(resource.location).await?,
+                };
+                let url = resource.url.to_string();
+                granted = granted.union(self.sharing.granted_in(&shares, &caller.user_location(), &url));
+                state.shares.insert(resource.location.clone(), shares);
             }
             BucketLocation::Review { .. } => {}
         }
         Ok(granted)
     }
+}
+
+/// The access state one decision has read so far (see
+/// [`AccessService::permissions_within`]). Short-lived by design: a new
+/// decision starts from a fresh one, so a revoke counts on the next request.
+#[derive(Debug, Default)]
+pub struct StateRead {
+    rules: Option<RulesDocument>,
+    shares: HashMap<BucketLocation, OwnerShares>,
 }
 
 /// Which listed nodes a listing may show, by URL (listings page over what it

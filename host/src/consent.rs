@@ -78,6 +78,12 @@ pub fn granted_by(admin: &Caller) -> String {
     }
 }
 
+/// The consent document a user is asked to accept for a deployment with
+/// `features.consent_required` (DIAL's `{"deployments": {id: {"consentRequired": true}}}`).
+pub fn user_document(deployment: &str) -> Value {
+    serde_json::json!({"deployments": {deployment: {"consentRequired": true}}})
+}
+
 /// The consent documents.
 #[derive(Debug, Clone)]
 pub struct ConsentStore {
@@ -129,9 +135,11 @@ impl ConsentStore {
         Ok(self.admin(deployment).await?.is_some_and(|record| is_live(&record, declared)))
     }
 
-    /// The consent a user gave for a deployment, as they sent it.
-    pub async fn user(&self, user: &BucketLocation, deployment: &str) -> Result<Option<Value>, DocumentError> {
-        self.documents.get(&Self::user_path(user, deployment)).await
+    /// Whether the user accepted the consent document the deployment asks
+    /// for now (as DIAL: the stored document equals the one rebuilt).
+    pub async fn user_accepted(&self, user: &BucketLocation, deployment: &str) -> Result<bool, DocumentError> {
+        let stored: Option<Value> = self.documents.get(&Self::user_path(user, deployment)).await?;
+        Ok(stored.is_some_and(|stored| stored == user_document(deployment)))
     }
 
     pub async fn accept(&self, user: &BucketLocation, deployment: &str, consent: &Value) -> Result<(), DocumentError> {

@@ -23,7 +23,7 @@ use std::fmt::Write as _;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::access::{AccessService, Permissions, Resource};
+use crate::access::{AccessService, Permissions, Resource, StateRead};
 use crate::audit::{Audit, AuditEvent};
 use crate::auth::Caller;
 use crate::buckets::BucketCodec;
@@ -299,12 +299,14 @@ pub async fn resolve(
 ) -> Result<Vec<KeyGrant>, RequiredUnresolved> {
     let user_bucket = buckets.encode(&call.user.user_location());
     let mut grants = Vec::new();
+    // One decision: the rules and each owner's shares are read once for all records.
+    let mut state = StateRead::default();
     for record in declared {
         let target = record.target.path.replacen(CURRENT_USER, &user_bucket, 1);
         let outcome = match (consented, call.key_forwarded) {
             (false, _) => Err("the application's declaration has no live admin consent".to_string()),
             (true, false) => Err("the application does not receive a per-request key".to_string()),
-            (true, true) => reach(access, buckets, call.user, &target).await,
+            (true, true) => reach(access, buckets, call.user, &target, &mut state).await,
         };
         let wants = record.wants();
         let granted = match outcome {
@@ -350,11 +352,12 @@ async fn reach(
     buckets: &BucketCodec,
     user: &Caller,
     target: &str,
+    state: &mut StateRead,
 ) -> Result<Permissions, String> {
     let url = ResourceUrl::parse(target, Intent::Read).map_err(|e| format!("the target is not a resource URL: {e}"))?;
     let location = buckets.decode(url.bucket()).map_err(|_| "the target's bucket does not exist".to_string())?;
     access
-        .permissions(user, Resource { url: &url, location: &location })
+        .permissions_within(user, Resource { url: &url, location: &location }, state)
         .await
         .map_err(|error| format!("access could not be decided: {error}"))
 }

@@ -73,12 +73,24 @@ pub struct Invitation {
 
 /// The owner's document.
 #[derive(Debug, Default, Serialize, Deserialize)]
-struct OwnerShares {
+pub struct OwnerShares {
     #[serde(default)]
     invitations: BTreeMap<String, Invitation>,
     /// Resource URL → grantee bucket id → permissions.
     #[serde(default)]
     grants: BTreeMap<String, BTreeMap<String, BTreeSet<Access>>>,
+}
+
+impl OwnerShares {
+    /// What the grantee (by bucket id) holds on `url`: the union of the
+    /// grants on it and on the folders above it.
+    fn granted_to(&self, grantee_id: &str, url: &str) -> Permissions {
+        self.grants
+            .iter()
+            .filter(|(granted, _)| covers(granted, url))
+            .filter_map(|(_, users)| users.get(grantee_id))
+            .fold(Permissions::default(), |all, set| all.union(to_permissions(set)))
+    }
 }
 
 /// The grantee's index.
@@ -291,14 +303,17 @@ impl SharingService {
         grantee: &BucketLocation,
         url: &str,
     ) -> Result<Permissions, SharingError> {
-        let shares: OwnerShares = self.documents.read(&self.shares_path(owner)).await?;
-        let grantee_id = self.buckets.encode(grantee);
-        Ok(shares
-            .grants
-            .iter()
-            .filter(|(granted, _)| covers(granted, url))
-            .filter_map(|(_, users)| users.get(&grantee_id))
-            .fold(Permissions::default(), |all, set| all.union(to_permissions(set))))
+        Ok(self.granted_in(&self.owner_shares(owner).await?, grantee, url))
+    }
+
+    /// [`SharingService::granted`] on shares already read.
+    pub fn granted_in(&self, shares: &OwnerShares, grantee: &BucketLocation, url: &str) -> Permissions {
+        shares.granted_to(&self.buckets.encode(grantee), url)
+    }
+
+    /// The owner's shares as they are now (for several checks on one read).
+    pub async fn owner_shares(&self, owner: &BucketLocation) -> Result<OwnerShares, SharingError> {
+        Ok(self.documents.read(&self.shares_path(owner)).await?)
     }
 
     /// Resources shared with `grantee` that are still shared.

@@ -507,11 +507,17 @@ async fn user_consent_is_asked_before_the_first_call() {
     assert_eq!(asked.json()["accepted"], false, "{}", asked.body);
     assert_eq!(asked.json()["consent"]["deployments"]["consenting"]["consentRequired"], true, "{}", asked.body);
 
+    // Accepting something other than the document asked for accepts nothing.
+    let other = json!({"consent": {"deployments": {"plain": {"consentRequired": true}}}});
+    assert_eq!(f.post(&f.alice, "/v1/consent/consenting", &other).await.status, 200);
+    assert_eq!(f.client().get("/v1/consent/consenting", &f.alice.auth()).await.json()["accepted"], false);
+    assert_eq!(refusal(&f.call(&f.alice, "consenting", "hello").await).0, 403);
     let missing = f.post(&f.alice, "/v1/consent/consenting", &json!({})).await;
     assert_eq!((missing.status, missing.body.as_str()), (400, "User consent is missed"));
     let accept = f.post(&f.alice, "/v1/consent/consenting", &json!({"consent": asked.json()["consent"]})).await;
     assert_eq!(accept.status, 200, "{}", accept.body);
-    assert_eq!(f.client().get("/v1/consent/consenting", &f.alice.auth()).await.json()["accepted"], true);
+    // As DIAL: accepted, and no document to review any more.
+    assert_eq!(f.client().get("/v1/consent/consenting", &f.alice.auth()).await.json(), json!({"accepted": true}));
     assert!(report(&f.call(&f.alice, "consenting", "hello").await).is_object());
 
     // Bob has not accepted; an application that does not ask needs nothing.

@@ -15,7 +15,7 @@ use super::deployments::{Reader, decode_id, resolve};
 use super::error::ApiError;
 use crate::audit::AuditEvent;
 use crate::auth::Caller;
-use crate::consent::{AdminConsent, granted_by, is_live, snapshot};
+use crate::consent::{AdminConsent, granted_by, is_live, snapshot, user_document};
 use crate::folders::engine::now_ms;
 
 const ADMIN_SUFFIX: &str = "/admin-consent";
@@ -55,9 +55,11 @@ pub async fn get(State(state): State<AppState>, caller: Caller, uri: Uri) -> Res
             if !required {
                 return Ok(Json(json!({"accepted": true})).into_response());
             }
-            let accepted = state.consent().user(&caller.user_location(), &id).await?.is_some();
-            let consent = json!({"deployments": {id: {"consentRequired": true}}});
-            Ok(Json(json!({"consent": consent, "accepted": accepted})).into_response())
+            // As DIAL: accepted → no consent body; else the document to accept.
+            if state.consent().user_accepted(&caller.user_location(), &id).await? {
+                return Ok(Json(json!({"accepted": true})).into_response());
+            }
+            Ok(Json(json!({"consent": user_document(&id), "accepted": false})).into_response())
         }
         Subject::Admin(id) => {
             explicit_admin(&caller)?;

@@ -125,7 +125,7 @@ async fn call(
     // (and never admin rights, which no key carries).
     let user = Caller { per_request: None, is_admin: false, ..caller.clone() };
     if application.features.consent_required == Some(true)
-        && state.consent().user(&user.user_location(), &id).await?.is_none()
+        && !state.consent().user_accepted(&user.user_location(), &id).await?
     {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
