@@ -256,6 +256,7 @@ async fn prompts_and_conversations_are_json_whatever_the_content_type() {
 
 #[tokio::test]
 async fn applications_take_camel_case_and_are_stored_in_snake_case() {
+    // (`resourceDependencies`, which only admins may declare, round-trips in dependencies.rs.)
     let f = Fixture::start().await;
     let url = f.url("applications", "my-app");
     let definition = json!({
@@ -267,8 +268,6 @@ async fn applications_take_camel_case_and_are_stored_in_snake_case() {
         "inputAttachmentTypes": ["image/png"],
         "features": {"systemPromptSupported": true, "consentRequired": false},
         "mcp": {"endpoint": "http://app.local/mcp", "forwardPerRequestKey": false},
-        "resourceDependencies": [{"kind": "dial.resourceLink", "linkId": "docs", "target": {"path": "files/x/y"},
-                                  "access": ["READ"], "required": false}],
         "defaults": {"maxTokens": 100},
     });
     let put = f.put_body(&url, &[("Content-Type", "text/plain")], definition.to_string()).await;
@@ -290,8 +289,6 @@ async fn applications_take_camel_case_and_are_stored_in_snake_case() {
             "input_attachment_types": ["image/png"],
             "features": {"system_prompt_supported": true, "consent_required": false},
             "mcp": {"endpoint": "http://app.local/mcp", "forward_per_request_key": false},
-            "resource_dependencies": [{"kind": "dial.resourceLink", "link_id": "docs", "target": {"path": "files/x/y"},
-                                       "access": ["READ"], "required": false}],
             "defaults": {"maxTokens": 100},
         })
     );
