@@ -260,6 +260,7 @@ pub struct KeyLease {
 
 impl KeyLease {
     pub fn new(store: Arc<dyn KeyStore>, key: String) -> Self {
+        crate::metrics::key_minted();
         Self { store, key: Some(key) }
     }
 
@@ -271,6 +272,7 @@ impl KeyLease {
 impl Drop for KeyLease {
     fn drop(&mut self) {
         let Some(key) = self.key.take() else { return };
+        crate::metrics::key_revoked();
         let store = self.store.clone();
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {

@@ -21,6 +21,7 @@ pub mod http;
 pub mod keys;
 pub mod listener;
 pub mod locks;
+pub mod metrics;
 pub mod proxy;
 pub mod publication;
 pub mod resource_url;

@@ -135,7 +135,12 @@ impl LockGuard {
                 !state.lost && Instant::now() + lease.margin < state.valid_until
             }
         };
-        if held { Ok(()) } else { Err(LockError::Lost { key: self.key.clone() }) }
+        if held {
+            Ok(())
+        } else {
+            crate::metrics::lock_failed("redis", "lost");
+            Err(LockError::Lost { key: self.key.clone() })
+        }
     }
 
     /// Resolves once [`Self::is_lost`] becomes true (never for an in-process
@@ -243,8 +248,23 @@ impl InProcessLocks {
 
 impl LockService for InProcessLocks {
     fn acquire<'a>(&'a self, key: &'a str) -> Pin<Box<dyn Future<Output = Result<LockGuard, LockError>> + Send + 'a>> {
-        Box::pin(self.acquire_in_process(key))
+        Box::pin(metered("in_process", self.acquire_in_process(key)))
     }
+}
+
+/// An acquisition, with its wait or its failure in the metrics.
+async fn metered(
+    backend: &'static str,
+    acquire: impl Future<Output = Result<LockGuard, LockError>>,
+) -> Result<LockGuard, LockError> {
+    let started = Instant::now();
+    let result = acquire.await;
+    match &result {
+        Ok(_) => crate::metrics::lock_acquired(backend, started.elapsed()),
+        Err(LockError::Timeout { .. }) => crate::metrics::lock_failed(backend, "timeout"),
+        Err(_) => crate::metrics::lock_failed(backend, "unavailable"),
+    }
+    result
 }
 
 impl Drop for Registration {
@@ -341,7 +361,7 @@ impl RedisLocks {
 
 impl LockService for RedisLocks {
     fn acquire<'a>(&'a self, key: &'a str) -> Pin<Box<dyn Future<Output = Result<LockGuard, LockError>> + Send + 'a>> {
-        Box::pin(self.acquire_redis(key))
+        Box::pin(metered("redis", self.acquire_redis(key)))
     }
 }
 

@@ -183,7 +183,8 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     check_settings(config)?;
     let secret = config.encryption.secret.as_deref().context("encryption.secret is not set")?;
     let auth = Authenticator::new(config.keys.clone(), &config.identity, &config.access)?;
-    let store = storage::open(&config.storage_url(), &config.storage.options)?;
+    let store =
+        crate::metrics::store::MeteredStore::wrap(storage::open(&config.storage_url(), &config.storage.options)?);
     if !storage::supports_cas_natively(&config.storage_url()) && config.redis.url.is_some() {
         tracing::warn!(
             "storage {} has no conditional writes: it is safe for one instance only, whatever Redis coordinates",
@@ -267,6 +268,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
 pub async fn serve(prepared: Prepared) -> anyhow::Result<()> {
     let Prepared { config, demo_keys } = prepared;
     let started = std::time::SystemTime::now();
+    crate::metrics::start();
     let state = build_state(&config).await?;
     if let Some(root) = config.storage_url().strip_prefix("file://") {
         reclaim_crash_leftovers(std::path::PathBuf::from(root), started);

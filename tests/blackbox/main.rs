@@ -8,6 +8,7 @@ mod deployments;
 mod example_handler;
 mod handler_reload;
 mod limits;
+mod metrics;
 mod publication;
 #[path = "../services.rs"]
 mod services;

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 use serde::{Deserialize, Serialize};
 
 use super::engine::{FolderEngine, FolderError, new_id, now_ms};
@@ -57,6 +57,7 @@ pub struct SweepReport {
     pub versions_deleted: usize,
     pub tombstones_finished: usize,
     pub objects_deleted: usize,
+    pub bytes_deleted: u64,
 }
 
 /// Appends entries to the journal.
@@ -94,9 +95,16 @@ impl FolderEngine {
     /// The journal is streamed, never held whole; an entry that fails is
     /// logged, counted and kept, and the sweep goes on with the next one.
     pub async fn sweep_with_grace(&self, grace: Duration) -> Result<SweepReport, FolderError> {
+        let mut report = SweepReport::default();
+        let result = self.sweep_into(grace, &mut report).await;
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        crate::metrics::sweep(outcome, report.objects_deleted, report.bytes_deleted, report.entries_failed);
+        result.map(|()| report)
+    }
+
+    async fn sweep_into(&self, grace: Duration, report: &mut SweepReport) -> Result<(), FolderError> {
         let grace_ms = grace.as_millis() as i64;
         let now = now_ms();
-        let mut report = SweepReport::default();
         let mut entries = self.store().list(Some(&Path::from(JOURNAL_PREFIX)));
         while let Some(meta) = entries.next().await {
             let meta = meta?;
@@ -106,7 +114,7 @@ impl FolderEngine {
             if written_at.is_some_and(|t| now - t < grace_ms) {
                 continue;
             }
-            match self.settle_entry(&meta.location, now, grace_ms, &mut report).await {
+            match self.settle_entry(&meta.location, now, grace_ms, report).await {
                 Ok(true) => report.entries_done += 1,
                 Ok(false) => {}
                 Err(error) => {
@@ -118,7 +126,7 @@ impl FolderEngine {
         if report.entries_done > 0 || report.entries_failed > 0 {
             tracing::info!(?report, "gc sweep");
         }
-        Ok(report)
+        Ok(())
     }
 
     /// Reads one due entry, acts on it, and removes it once it is settled.
@@ -180,8 +188,9 @@ impl FolderEngine {
     }
 
     async fn delete_version(&self, base: &Path, version: &str, report: &mut SweepReport) -> Result<bool, FolderError> {
-        let deleted = self.delete_prefix(&base.clone().join(VERSIONS_DIR).join(version)).await?;
+        let (deleted, bytes) = self.delete_prefix(&base.clone().join(VERSIONS_DIR).join(version)).await?;
         report.objects_deleted += deleted;
+        report.bytes_deleted += bytes;
         report.versions_deleted += usize::from(deleted > 0);
         Ok(true)
     }
@@ -211,7 +220,9 @@ impl FolderEngine {
                 Err(error) => return Err(error.into()),
             }
         }
-        report.objects_deleted += self.delete_prefix(&base.clone().join(VERSIONS_DIR).join(version.as_str())).await?;
+        let (deleted, bytes) = self.delete_prefix(&base.clone().join(VERSIONS_DIR).join(version.as_str())).await?;
+        report.objects_deleted += deleted;
+        report.bytes_deleted += bytes;
         Ok(true)
     }
 
@@ -233,10 +244,13 @@ impl FolderEngine {
         }
     }
 
-    async fn delete_prefix(&self, prefix: &Path) -> Result<usize, FolderError> {
-        let locations = self.store().list(Some(prefix)).map_ok(|meta| meta.location).boxed();
+    /// Deletes every object below `prefix`: how many, and their bytes.
+    async fn delete_prefix(&self, prefix: &Path) -> Result<(usize, u64), FolderError> {
+        let listed: Vec<ObjectMeta> = self.store().list(Some(prefix)).try_collect().await?;
+        let bytes = listed.iter().map(|meta| meta.size).sum();
+        let locations = futures_util::stream::iter(listed.into_iter().map(|meta| Ok(meta.location))).boxed();
         let deleted: Vec<Path> = self.store().delete_stream(locations).try_collect().await?;
-        Ok(deleted.len())
+        Ok((deleted.len(), bytes))
     }
 }
 

@@ -14,7 +14,7 @@
 //! - a semaphore, so overload queues instead of exhausting the instance pool.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -208,7 +208,7 @@ impl Runtime {
             sha256,
         };
         let (mut call, instance) =
-            self.start(&loaded, Arc::new(InMemoryFiles::new())).await.map_err(LoadError::Describe)?;
+            self.start(&loaded, Arc::new(InMemoryFiles::new()), "describe").await.map_err(LoadError::Describe)?;
         let result = tokio::time::timeout(self.limits.wall_deadline, instance.call_describe(&mut call.store)).await;
         let description: HandlerDescription =
             call.finish(&loaded.label, &self.limits, result).map_err(LoadError::Describe)?.into();
@@ -227,7 +227,7 @@ impl Runtime {
     ) -> Result<Result<Vec<Problem>, Vec<Problem>>, HandlerError> {
         let resource = resource.into();
         let entries: Vec<_> = entries.iter().map(Into::into).collect();
-        let (mut call, instance) = self.start(component, files).await?;
+        let (mut call, instance) = self.start(component, files, "validate").await?;
         let result = tokio::time::timeout(
             self.limits.wall_deadline,
             instance.call_validate(&mut call.store, &resource, &entries),
@@ -246,7 +246,7 @@ impl Runtime {
     ) -> Result<Result<Vec<(String, String)>, Vec<Problem>>, HandlerError> {
         let resource = resource.into();
         let entries: Vec<_> = entries.iter().map(Into::into).collect();
-        let (mut call, instance) = self.start(component, files).await?;
+        let (mut call, instance) = self.start(component, files, "metadata").await?;
         let result = tokio::time::timeout(
             self.limits.wall_deadline,
             instance.call_build_marker_metadata(&mut call.store, &resource, &entries),
@@ -262,7 +262,7 @@ impl Runtime {
         path: &str,
         op: Mutation,
     ) -> Result<Result<(), Problem>, HandlerError> {
-        let (mut call, instance) = self.start(component, Arc::new(InMemoryFiles::new())).await?;
+        let (mut call, instance) = self.start(component, Arc::new(InMemoryFiles::new()), "mutation").await?;
         let result = tokio::time::timeout(
             self.limits.wall_deadline,
             instance.call_validate_file_mutation(&mut call.store, path, op.into()),
@@ -272,13 +272,15 @@ impl Runtime {
         Ok(outcome.map_err(Into::into))
     }
 
-    /// A fresh store and instance for one call.
+    /// A fresh store and instance for one call of the export `name`.
     async fn start(
         &self,
         component: &LoadedComponent,
         files: Arc<dyn FileSource>,
+        name: &'static str,
     ) -> Result<(Call, bindings::Handler), HandlerError> {
         let permit = self.permits.clone().acquire_owned().await.expect("the call semaphore is never closed");
+        let started = Instant::now();
         let mut store = Store::new(&self.engine, CallState::new(files, &self.limits, component.label.clone()));
         store.limiter(|state| state);
         store.epoch_deadline_callback(|mut context| {
@@ -293,9 +295,10 @@ impl Runtime {
         // Counted from now: without it the first yield would come late.
         store.set_epoch_deadline(1);
         let result = tokio::time::timeout(self.limits.wall_deadline, component.pre.instantiate_async(&mut store)).await;
-        let call = Call { store, _permit: permit };
-        let instance =
-            call.classify(&component.label, &self.limits, result, |detail| HandlerErrorKind::Instantiate { detail })?;
+        let call = Call { store, _permit: permit, name, started };
+        let instance = call
+            .classify(&component.label, &self.limits, result, |detail| HandlerErrorKind::Instantiate { detail })
+            .inspect_err(|error| call.record(&component.label, Some(&error.kind)))?;
         Ok((call, instance))
     }
 }
@@ -304,6 +307,9 @@ impl Runtime {
 struct Call {
     store: Store<CallState>,
     _permit: OwnedSemaphorePermit,
+    /// The export called, and when the instance began (for the metrics).
+    name: &'static str,
+    started: Instant,
 }
 
 impl Call {
@@ -314,7 +320,22 @@ impl Call {
         limits: &RuntimeLimits,
         result: Result<wasmtime::Result<T>, Elapsed>,
     ) -> Result<T, HandlerError> {
-        self.classify(label, limits, result, |detail| HandlerErrorKind::Trapped { detail })
+        let outcome = self.classify(label, limits, result, |detail| HandlerErrorKind::Trapped { detail });
+        self.record(label, outcome.as_ref().err().map(|error| &error.kind));
+        outcome
+    }
+
+    /// The call's metrics: `ok`, or the kind of failure.
+    fn record(&self, label: &str, failure: Option<&HandlerErrorKind>) {
+        let outcome = match failure {
+            None => "ok",
+            Some(HandlerErrorKind::CpuLimit { .. }) => "cpu",
+            Some(HandlerErrorKind::MemoryLimit { .. }) => "memory",
+            Some(HandlerErrorKind::TimedOut { .. }) => "timeout",
+            Some(HandlerErrorKind::Trapped { .. }) => "trap",
+            Some(HandlerErrorKind::Instantiate { .. }) => "start",
+        };
+        crate::metrics::handler_call(label, self.name, outcome, self.started.elapsed());
     }
 
     /// Turns a wasmtime outcome into the handler's result or a named error.

@@ -141,6 +141,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/health", get(routes::health))
         .route("/ready", get(routes::ready))
+        .route("/metrics", get(routes::metrics))
         .route("/v1/bucket", get(routes::bucket))
         .route("/v1/ops/handlers", get(routes::list_handlers))
         .route("/v1/ops/handlers/reload", post(routes::reload_handlers))
@@ -177,6 +178,7 @@ pub fn router(state: AppState) -> Router {
         // Uploads are limited by the engine while streaming, per type.
         .route("/v2/{*path}", get(v2::get).put(v2::put).delete(v2::delete).layer(DefaultBodyLimit::disable()))
         .fallback(routes::not_found)
+        .layer(axum::middleware::from_fn(crate::metrics::http::track))
         .layer(cors)
         .layer(TraceLayer::new_for_http())
         .with_state(state)

@@ -19,6 +19,12 @@ pub async fn health() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
+/// `GET /metrics`: Prometheus text format, no credentials (like `/health`;
+/// it holds counts by route template, never names or paths).
+pub async fn metrics() -> impl axum::response::IntoResponse {
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], crate::metrics::render())
+}
+
 /// `GET /ready`: the store answers and handlers are loaded.
 pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     crate::storage::check_ready(state.store().as_ref()).await.map_err(|error| {

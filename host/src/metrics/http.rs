@@ -1,0 +1,79 @@
+//! Request metrics as a middleware on the router: by route template
+//! (`MatchedPath`, e.g. `/v2/{*path}`; `unmatched` for the fallback), method
+//! and status; time to the response head; body bytes in and out as they
+//! flow.
+
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, Request};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::Response;
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
+use metrics::{Counter, counter, histogram};
+
+use super::{HTTP_BYTES_IN, HTTP_BYTES_OUT, HTTP_DURATION, HTTP_REQUESTS};
+
+/// `axum::middleware::from_fn(metrics::http::track)`, layered on the router
+/// (so `MatchedPath` is known).
+pub async fn track(request: Request, next: Next) -> Response {
+    let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str).to_string();
+    let method = method_label(request.method());
+    let started = Instant::now();
+    let bytes_in = counter!(HTTP_BYTES_IN, "route" => route.clone());
+    let request = request.map(|body| Body::new(Counted { inner: body, bytes: bytes_in }));
+    let response = next.run(request).await;
+    let status = response.status().as_u16().to_string();
+    histogram!(HTTP_DURATION, "route" => route.clone(), "method" => method).record(started.elapsed().as_secs_f64());
+    counter!(HTTP_REQUESTS, "route" => route.clone(), "method" => method, "status" => status).increment(1);
+    let bytes_out = counter!(HTTP_BYTES_OUT, "route" => route);
+    response.map(|body| Body::new(Counted { inner: body, bytes: bytes_out }))
+}
+
+/// Methods by name; anything else is `other` (clients choose methods).
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::PUT => "PUT",
+        Method::POST => "POST",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        _ => "other",
+    }
+}
+
+/// A body that adds the size of each data frame to a counter as it passes;
+/// everything else (end of stream, size hint) is the inner body's.
+struct Counted {
+    inner: Body,
+    bytes: Counter,
+}
+
+impl http_body::Body for Counted {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let frame = ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        if let Some(Ok(frame)) = &frame
+            && let Some(data) = frame.data_ref()
+        {
+            self.bytes.increment(data.len() as u64);
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

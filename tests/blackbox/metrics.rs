@@ -1,0 +1,176 @@
+//! `GET /metrics` (SPEC §10): scraped as Prometheus would, its numbers move
+//! with the traffic — requests by route template, bytes, handler calls,
+//! store operations, lock waits, the sweep and per-request keys — and no
+//! series names a bucket or a path.
+
+use std::time::{Duration, Instant};
+
+use crate::support::{Client, Server, Setup};
+use crate::upstream::{MockApp, run_client_async};
+
+const OWNER: &str = "metrics-owner-key";
+
+/// The value of the sample `name{…}` whose labels include all of `labels`
+/// (0 when there is none yet).
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
+            (metric == name && labels.iter().all(|(k, v)| rest.contains(&format!("{k}=\"{v}\""))))
+                .then(|| value.parse::<f64>().ok())?
+        })
+        .sum()
+}
+
+async fn scrape(client: &Client) -> String {
+    let reply = client.get("/metrics", &[]).await;
+    assert_eq!(reply.status, 200, "no credentials needed: {}", reply.body);
+    assert!(reply.headers["content-type"].to_str().unwrap().starts_with("text/plain"));
+    reply.body
+}
+
+fn skill_md(description: &str) -> Vec<u8> {
+    format!("---\nname: s\ndescription: {description}\n---\n# s\n").into_bytes()
+}
+
+struct Fixture {
+    _setup: Setup,
+    server: Server,
+    client: Client,
+    bucket: String,
+}
+
+async fn start(extra: &str) -> Fixture {
+    let setup = Setup::new();
+    let config = setup.config(&format!(
+        "[encryption]\nsecret = \"s\"\n[keys.{OWNER}]\nproject = \"owner\"\nroles = [\"user\"]\n\
+         [folders]\ngrace_seconds = 1\ngc_interval_seconds = 1\n{extra}"
+    ));
+    let server = setup.start(Some(&config), &[]);
+    let client = server.client();
+    let bucket = client.get("/v1/bucket", &[("Api-Key", OWNER)]).await.json()["bucket"].as_str().unwrap().to_string();
+    Fixture { _setup: setup, server, client, bucket }
+}
+
+#[tokio::test]
+async fn metrics_move_with_the_traffic_and_name_no_resource() {
+    let f = start("").await;
+    let owner = [("Api-Key", OWNER)];
+    let url = format!("/v2/skills/{}/reports/quarterly", f.bucket);
+    let before = scrape(&f.client).await;
+    let puts = |text: &str| {
+        sample(text, "dial_host_http_requests_total", &[("route", "/v2/{*path}"), ("method", "PUT"), ("status", "200")])
+    };
+
+    // Two versions (the first becomes garbage for the sweep), a read, a miss, a refusal.
+    let first = vec![b'x'; 4096];
+    let files: [(&str, &[u8]); 2] = [("SKILL.md", &skill_md("first")), ("data.txt", &first)];
+    assert_eq!(f.client.put_files(&url, &owner, &files).await.status, 200);
+    assert_eq!(f.client.put_files(&url, &owner, &[("SKILL.md", &skill_md("second"))]).await.status, 200);
+    let zip = f.client.get(&url, &owner).await;
+    assert_eq!(zip.status, 200);
+    assert_eq!(f.client.get(&format!("{url}-missing"), &owner).await.status, 404);
+    assert_eq!(f.client.get(&url, &[]).await.status, 401);
+
+    let after = scrape(&f.client).await;
+    assert_eq!(puts(&after) - puts(&before), 2.0, "{after}");
+    let get = |status: &str| {
+        sample(
+            &after,
+            "dial_host_http_requests_total",
+            &[("route", "/v2/{*path}"), ("method", "GET"), ("status", status)],
+        )
+    };
+    assert_eq!((get("200"), get("404"), get("401")), (1.0, 1.0, 1.0), "{after}");
+    let count = sample(&after, "dial_host_http_request_duration_seconds_count", &[("route", "/v2/{*path}")]);
+    assert!(count >= 5.0, "{after}");
+    let bytes_in = sample(&after, "dial_host_http_request_bytes_total", &[("route", "/v2/{*path}")]);
+    assert!(bytes_in >= first.len() as f64, "the uploads' bytes: {bytes_in}");
+    let bytes_out = sample(&after, "dial_host_http_response_bytes_total", &[("route", "/v2/{*path}")]);
+    assert!(bytes_out >= zip.bytes.len() as f64, "the ZIP's bytes: {bytes_out}");
+
+    let validate = [("handler", "skill@0.1.0"), ("call", "validate"), ("outcome", "ok")];
+    assert!(sample(&after, "dial_host_handler_calls_total", &validate) >= 2.0, "{after}");
+    assert!(sample(&after, "dial_host_handler_call_duration_seconds_count", &validate) >= 2.0, "{after}");
+    let store_op = |operation: &str, outcome: &str| {
+        sample(&after, "dial_host_store_operations_total", &[("operation", operation), ("outcome", outcome)])
+    };
+    assert!(store_op("put", "ok") >= 2.0 && store_op("get", "ok") >= 1.0, "{after}");
+    assert!(store_op("get", "not_found") >= 1.0, "{after}");
+    assert!(sample(&after, "dial_host_store_operation_duration_seconds_count", &[("operation", "put")]) >= 2.0);
+    assert!(sample(&after, "dial_host_lock_wait_seconds_count", &[("backend", "in_process")]) >= 2.0, "{after}");
+
+    // Route templates only: no bucket id, resource name or unmatched path.
+    assert_eq!(f.client.get("/no/such/route/secret-name", &owner).await.status, 404);
+    let text = scrape(&f.client).await;
+    assert!(sample(&text, "dial_host_http_requests_total", &[("route", "unmatched"), ("status", "404")]) >= 1.0);
+    for private in [f.bucket.as_str(), "quarterly", "secret-name", OWNER] {
+        assert!(!text.contains(private), "{private} appears in /metrics");
+    }
+
+    // The sweep (grace 1 s, every second) reclaims the superseded version.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = scrape(&f.client).await;
+        let objects = sample(&text, "dial_host_gc_objects_deleted_total", &[]);
+        let bytes = sample(&text, "dial_host_gc_bytes_deleted_total", &[]);
+        if objects >= 1.0 {
+            assert!(bytes >= first.len() as f64, "the first version's data.txt: {bytes}");
+            assert!(sample(&text, "dial_host_gc_sweeps_total", &[("outcome", "ok")]) >= 1.0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "no sweep deleted anything within 20 s:\n{text}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// A call through a deployment mints a key: the counter moves, the gauge is
+/// up while the call is open (the mock application holds its stream) and
+/// back down once the answer has been relayed.
+#[tokio::test]
+async fn per_request_keys_are_counted_while_alive() {
+    let Some(mock) = MockApp::start(None) else { return };
+    let app = mock.url();
+    let f = start(&format!("[applications.echo]\nendpoint = \"{app}/chat/completions\"\n")).await;
+    mock.set_host_url(&f.server.url).await;
+    let before = scrape(&f.client).await;
+    let minted = |text: &str| sample(text, "dial_host_per_request_keys_minted_total", &[]);
+    let alive = |text: &str| sample(text, "dial_host_per_request_keys_alive", &[]);
+    assert_eq!(alive(&before), 0.0);
+
+    let base = format!("{}/openai/deployments/echo", f.server.url);
+    let args = ["--base-url", base.as_str(), "--api-key", OWNER, "--message", "appdata hold", "--stream"];
+    let watch = async {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let during = loop {
+            let text = scrape(&f.client).await;
+            if alive(&text) >= 1.0 || Instant::now() > deadline {
+                break text;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        mock.release().await;
+        during
+    };
+    let (result, during) = tokio::join!(run_client_async("openai_client.py", &args), watch);
+    assert!(result.get("error").is_none(), "{result}");
+    assert_eq!(alive(&during), 1.0, "while the call is open: {during}");
+    assert_eq!(minted(&during) - minted(&before), 1.0, "{during}");
+
+    // Revoked once the answer has been relayed.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let after = loop {
+        let text = scrape(&f.client).await;
+        if alive(&text) == 0.0 || Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(alive(&after), 0.0, "{after}");
+    let chat = [("route", "/openai/deployments/{*rest}"), ("method", "POST"), ("status", "200")];
+    assert_eq!(sample(&after, "dial_host_http_requests_total", &chat), 1.0, "{after}");
+    // The application's callbacks with its key are requests too.
+    assert!(sample(&after, "dial_host_http_requests_total", &[("route", "/v1/bucket")]) >= 2.0, "{after}");
+}
