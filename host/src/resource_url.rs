@@ -222,6 +222,11 @@ fn validate_segment(url: &str, segment: &str) -> Result<(), UrlError> {
     if segment.contains('/') {
         return Err(bad("a segment must not contain /"));
     }
+    // Never a name (writes refuse names ending in `.`), and clients and
+    // proxies would resolve them: refused on reads too.
+    if segment == "." || segment == ".." {
+        return Err(bad("a . or .. segment is not allowed"));
+    }
     if segment.contains(['{', '}']) {
         return Err(bad("a segment must not contain { or }"));
     }
@@ -314,6 +319,9 @@ mod tests {
             "files/b/a?x=1",  // query
             "files/b/a#frag", // fragment
             "files/b//",      // empty segment before the folder slash
+            "files/b/../x",   // dot segments, plain or encoded
+            "files/b/a/.",
+            "files/b/%2E%2E/x",
         ] {
             assert!(matches!(parse(raw), Err(UrlError::BadSegment { .. })), "{raw} should be rejected");
         }
