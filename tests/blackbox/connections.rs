@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use futures_util::future::join_all;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -18,7 +19,7 @@ const KEY: &str = "connections-key";
 const PATIENCE: Duration = Duration::from_secs(60);
 
 struct Fixture {
-    _setup: Setup,
+    setup: Setup,
     server: Server,
 }
 
@@ -30,7 +31,7 @@ impl Fixture {
             "[server]\n{settings}\n[encryption]\nsecret = \"s\"\n[keys.{KEY}]\nproject = \"p\"\nroles = [\"user\"]\n"
         ));
         let server = setup.start(Some(&config), &[]);
-        Self { _setup: setup, server }
+        Self { setup, server }
     }
 
     /// One connection per request, closed after it: the test's own requests
@@ -199,7 +200,7 @@ async fn with_few_open_files_idle_connections_wait_instead_of_failing_accept() {
     let config = setup.config(&format!(
         "[server]\nheader_read_timeout_seconds = 2\n[encryption]\nsecret = \"s\"\n[keys.{KEY}]\nproject = \"p\"\n"
     ));
-    let mut f = Fixture { server: setup.start_with_open_files(Some(&config), OPEN_FILES), _setup: setup };
+    let mut f = Fixture { server: setup.start_with_open_files(Some(&config), OPEN_FILES), setup };
     let mut idle = Vec::new();
     for _ in 0..OPEN_FILES + 50 {
         idle.push(f.connect().await);
@@ -341,4 +342,83 @@ async fn a_stop_closes_idle_connections_and_does_not_wait_for_stalled_clients() 
     assert!(status.success(), "{status}");
     assert!(read_until_closed(&mut idle).await.is_some(), "the idle connection is closed");
     assert!(f.server.logged().iter().any(|line| line.contains("stopped")), "{:?}", f.server.logged());
+}
+
+/// SIGTERM while an upload is arriving: the server stops accepting, lets the
+/// upload finish and answer 200, then exits 0; the acknowledged skill is
+/// there after a restart.
+#[tokio::test]
+async fn a_stop_lets_an_upload_in_flight_finish_and_refuses_new_connections() {
+    let mut f = Fixture::start("");
+    let bucket = f.bucket().await;
+    let url = f.url(&format!("/v2/skills/{bucket}/landed"));
+    let boundary = "stopboundary";
+    let skill = "---\nname: landed\ndescription: Sent across a stop.\n---\n# landed\n";
+    let chunks: Vec<Vec<u8>> = vec![
+        format!("--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"SKILL.md\"\r\n\r\n")
+            .into_bytes(),
+        skill.as_bytes().to_vec(),
+        format!("\r\n--{boundary}--\r\n").into_bytes(),
+    ];
+    // The first chunk at once, then one every 700 ms: the stop lands mid-body.
+    let (sent_first, first_sent) = tokio::sync::oneshot::channel::<()>();
+    let mut sent_first = Some(sent_first);
+    let body = futures_util::stream::iter(chunks.into_iter().enumerate()).then(move |(index, chunk)| {
+        let notify = sent_first.take();
+        async move {
+            if index > 0 {
+                tokio::time::sleep(Duration::from_millis(700)).await;
+            }
+            if let Some(notify) = notify {
+                let _ = notify.send(());
+            }
+            Ok::<_, std::io::Error>(chunk)
+        }
+    });
+    let upload = f
+        .client()
+        .put(&url)
+        .header("Api-Key", KEY)
+        .header("Content-Type", format!("multipart/form-data; boundary={boundary}"))
+        .body(reqwest::Body::wrap_stream(body))
+        .send();
+    let address = f.server.url.trim_start_matches("http://").to_string();
+    let pid = f.server.pid().to_string();
+    let stop = async {
+        first_sent.await.expect("the upload started");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let sent = std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("run kill");
+        assert!(sent.success());
+        // New connections are refused (or closed unanswered) once the stop began.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        match TcpStream::connect(&address).await {
+            Err(_) => {}
+            Ok(mut stream) => {
+                let _ = stream.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").await;
+                let mut answer = Vec::new();
+                let _ = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer)).await;
+                assert!(
+                    answer.is_empty(),
+                    "a new request was served during the stop: {}",
+                    String::from_utf8_lossy(&answer)
+                );
+            }
+        }
+    };
+    let (reply, ()) = tokio::join!(upload, stop);
+    let reply = reply.expect("the upload got its answer");
+    assert_eq!(reply.status(), 200, "{}", reply.text().await.unwrap_or_default());
+    let status = f.server.terminate(PATIENCE).expect("the server stops once the upload is done");
+    assert!(status.success(), "{status}");
+
+    let config = f.setup.path().join("dial.toml");
+    let restarted = f.setup.start(Some(&config), &[]);
+    let files = reqwest::Client::new()
+        .get(format!("{}/v2/skills/{bucket}/landed/files/SKILL.md", restarted.url))
+        .header("Api-Key", KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(files.status(), 200);
+    assert_eq!(files.text().await.unwrap(), skill);
 }
