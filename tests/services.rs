@@ -90,6 +90,7 @@ pub struct Redis {
     /// `redis://127.0.0.1:<port>`
     pub url: String,
     process: Service,
+    binary: PathBuf,
 }
 
 /// Starts `/usr/bin/redis-server`, else the one on `PATH`.
@@ -100,22 +101,28 @@ pub fn redis() -> Option<Redis> {
     let Some(binary) = binary else {
         return missing("redis-server", "run scripts/test, or: apt-get install -y redis-server");
     };
-    let process = Service::start(
-        "redis",
-        |port| {
-            let mut command = Command::new(&binary);
-            command.args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"]);
-            command
-        },
-        redis_answers,
-    );
-    Some(Redis { url: format!("redis://127.0.0.1:{}", process.port), process })
+    let process = Service::start("redis", |port| redis_command(&binary, port), redis_answers);
+    Some(Redis { url: format!("redis://127.0.0.1:{}", process.port), process, binary })
+}
+
+fn redis_command(binary: &std::path::Path, port: u16) -> Command {
+    let mut command = Command::new(binary);
+    command.args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"]);
+    command
 }
 
 impl Redis {
     /// Kills the server now; clients see connection errors from here on.
     pub fn stop(&mut self) {
         self.process.stop();
+    }
+
+    /// Starts a fresh (empty) server on the same port, as after an outage.
+    #[allow(dead_code)] // not every test binary that includes this module restarts Redis
+    pub fn restart(&mut self) {
+        self.process.stop();
+        let port = self.process.port;
+        self.process.respawn(redis_command(&self.binary, port), redis_answers);
     }
 }
 
@@ -166,6 +173,25 @@ impl Service {
             }
         }
         panic!("{name} exited right after starting, three times; its last log:\n{last_log}")
+    }
+
+    /// Starts the service again on its port (after [`Service::stop`]).
+    fn respawn(&mut self, mut command: Command, answers: fn(u16) -> bool) {
+        let out = std::fs::File::create(&self.log).expect("creating a service log file");
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("duplicating a log file handle"))
+            .stderr(out)
+            .spawn()
+            .unwrap_or_else(|error| panic!("restarting a service: {error}"));
+        self.child = Some(child);
+        if self.wait_until(answers).is_err() {
+            panic!(
+                "the service did not come back on port {}: {}",
+                self.port,
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+        }
     }
 
     /// `Err(true)` when the process exited, `Err(false)` on timeout.

@@ -375,13 +375,23 @@ impl Default for ResourcesConfig {
 
 /// Redis, for locks and change events shared by several instances. Unset:
 /// both stay in-process (one instance only).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RedisConfig {
     /// `redis://host:port/db`.
     pub url: Option<String>,
     /// Prefix of every key and channel, so deployments can share a Redis.
     pub key_prefix: Option<String>,
+    /// Longest wait for Redis to connect or answer one command. While Redis
+    /// is away, a request that needs it fails after about twice this (one
+    /// reconnect attempt) with a 503 naming Redis, instead of queueing.
+    pub timeout_ms: u64,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        Self { url: None, key_prefix: None, timeout_ms: 1000 }
+    }
 }
 
 /// Locks serialising structural changes (per bucket) and content updates

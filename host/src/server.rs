@@ -200,7 +200,18 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     let redis = match &config.redis.url {
         Some(url) => {
             let client = redis::Client::open(url.as_str()).with_context(|| format!("redis.url {url}"))?;
-            let connection = client.get_connection_manager().await.with_context(|| format!("connecting to {url}"))?;
+            // Fail fast while Redis is away (one reconnect attempt per
+            // failed command, each bounded), so requests get their 503 at
+            // once; the next command after Redis returns reconnects.
+            let timeout = Duration::from_millis(config.redis.timeout_ms.max(1));
+            let settings = redis::aio::ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(timeout))
+                .set_response_timeout(Some(timeout))
+                .set_number_of_retries(1);
+            let connection = client
+                .get_connection_manager_with_config(settings)
+                .await
+                .with_context(|| format!("connecting to {url}"))?;
             Some((client, connection))
         }
         None => None,
@@ -260,6 +271,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
         store,
         folders,
         blobs,
+        redis: redis.map(|(_, connection)| connection),
     }))
 }
 

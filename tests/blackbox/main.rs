@@ -9,6 +9,7 @@ mod example_handler;
 mod handler_reload;
 mod limits;
 mod metrics;
+mod outage;
 mod publication;
 #[path = "../services.rs"]
 mod services;

@@ -60,6 +60,8 @@ pub struct Services {
     pub store: Arc<dyn ObjectStore>,
     pub folders: Arc<FolderEngine>,
     pub blobs: Arc<BlobService>,
+    /// The shared Redis connection (locks, key store, events), for `/ready`.
+    pub redis: Option<redis::aio::ConnectionManager>,
 }
 
 impl AppState {
@@ -126,6 +128,10 @@ impl AppState {
 
     pub fn blobs(&self) -> &BlobService {
         &self.inner.blobs
+    }
+
+    pub fn redis(&self) -> Option<&redis::aio::ConnectionManager> {
+        self.inner.redis.as_ref()
     }
 }
 

@@ -25,11 +25,18 @@ pub async fn metrics() -> impl axum::response::IntoResponse {
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], crate::metrics::render())
 }
 
-/// `GET /ready`: the store answers and handlers are loaded.
+/// `GET /ready`: the store answers, Redis (when configured) answers, and
+/// handlers are loaded.
 pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     crate::storage::check_ready(state.store().as_ref()).await.map_err(|error| {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("storage is not reachable: {error}"))
     })?;
+    if let Some(redis) = state.redis() {
+        let mut connection = redis.clone();
+        redis::cmd("PING").query_async::<String>(&mut connection).await.map_err(|error| {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("Redis is not reachable: {error}"))
+        })?;
+    }
     Ok(Json(json!({"status": "ready", "handlers": state.handlers().all().len()})))
 }
 
