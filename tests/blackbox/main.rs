@@ -2,6 +2,7 @@
 
 mod auth;
 mod cli;
+mod cluster;
 mod connections;
 mod dependencies;
 mod deployments;
