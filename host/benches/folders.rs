@@ -17,18 +17,18 @@
 //! `listing`) runs only the items named. Latencies are medians over
 //! iterations unless a table says otherwise.
 
+mod common;
 #[path = "../../tests/instrumented_store.rs"]
 mod instrumented_store;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::{API_KEY, ServerProcess, cpu_model, load_average, memory_of, nproc, percentile};
 use dial_host::buckets::BucketLocation;
 use dial_host::config::{FoldersConfig, HandlersConfig, LockConfig};
 use dial_host::etag::Preconditions;
@@ -57,7 +57,6 @@ const ITERATIONS: usize = 21;
 const BIG_TOTAL: u64 = 1 << 30;
 const BIG_BLOBS: usize = 4;
 const RSS_SAMPLE_EVERY: Duration = Duration::from_millis(20);
-const API_KEY: &str = "bench-key";
 
 /// Item 3.
 const FOLDER_SKILLS: usize = 1000;
@@ -376,92 +375,6 @@ async fn listing(handler: &Handler) {
 // ----- 2. server RSS while downloading 1 GiB --------------------------------
 
 /// The real binary, killed on drop (before its temp dir goes).
-struct ServerProcess {
-    child: Child,
-    url: String,
-    stderr: Arc<Mutex<VecDeque<String>>>,
-}
-
-impl ServerProcess {
-    fn start(dir: &std::path::Path) -> Self {
-        let config = dir.join("dial.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "data_dir = \"{}\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\n[encryption]\nsecret = \"x\"\n\n\
-                 [keys.{API_KEY}]\nproject = \"bench\"\nroles = [\"user\"]\n\n[handlers]\ncache_dir = \"{}\"\n",
-                dir.join("data").display(),
-                dir.join("handler-cache").display()
-            ),
-        )
-        .unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_dial-host"));
-        command.arg("serve").arg("--config").arg(&config).current_dir(dir).env_remove("RUST_LOG");
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("DIAL_HOST_") {
-                command.env_remove(key);
-            }
-        }
-        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start dial-host");
-        let (lines_tx, lines_rx) = mpsc::channel();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = lines_tx.send(line);
-            }
-        });
-        let stderr = Arc::new(Mutex::new(VecDeque::new()));
-        let kept = stderr.clone();
-        let pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let mut kept = kept.lock().unwrap();
-                if kept.len() == 40 {
-                    kept.pop_front();
-                }
-                kept.push_back(line);
-            }
-        });
-        let mut server = Self { child, url: String::new(), stderr };
-        let first =
-            lines_rx.recv_timeout(Duration::from_secs(180)).unwrap_or_else(|_| server.fail("no listening line"));
-        server.url = match first.split_once("listening on ") {
-            Some((_, url)) => url.trim().to_string(),
-            None => server.fail(&format!("unexpected first line: {first}")),
-        };
-        server
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn fail(&self, why: &str) -> ! {
-        let log: Vec<String> = self.stderr.lock().unwrap().iter().cloned().collect();
-        panic!("dial-host: {why}\n{}", log.join("\n"));
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// (VmRSS, VmHWM) of a process, in bytes.
-fn memory_of(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
-            .map_or(0, |kib| kib * 1024)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
 /// Samples VmRSS until stopped: (max, samples).
 fn sample_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(u64, usize)> {
     std::thread::spawn(move || {
@@ -532,7 +445,7 @@ async fn put_streamed(url: &str, path: &str, files: &[(String, u64)], skill_md: 
 
 async fn big_download() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ServerProcess::start(dir.path());
+    let server = ServerProcess::start(dir.path(), "");
     let pid = server.pid();
     let client = reqwest::Client::new();
     let bucket: serde_json::Value = client
@@ -639,14 +552,9 @@ async fn time_gets(client: &reqwest::Client, url: &str) -> Vec<Duration> {
     times
 }
 
-fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
-    let rank = (sorted.len() as f64 * fraction).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 async fn keep_alive_gets() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ServerProcess::start(dir.path());
+    let server = ServerProcess::start(dir.path(), "");
     // reqwest keeps the connection: every GET after the first reuses it.
     let client = reqwest::Client::new();
     let bucket: serde_json::Value = client
@@ -699,25 +607,4 @@ async fn keep_alive_gets() {
          {KEEP_ALIVE_WARMUP} warm-up GETs before the {KEEP_ALIVE_GETS} timed ones of each case."
     );
     println!();
-}
-
-// ----- machine ----------------------------------------------------------------
-
-fn nproc() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix("model name").map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
-}
-
-fn load_average() -> String {
-    let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    loadavg.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }

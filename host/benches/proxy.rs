@@ -18,8 +18,8 @@
 //! `cargo bench -p dial-host --bench proxy` prints a Markdown table for
 //! `docs/benchmarks.md`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod common;
+
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -27,12 +27,12 @@ use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::serve::ListenerExt;
+use common::{API_KEY, ServerProcess, load_average, micros, nproc, percentile};
 use futures_util::StreamExt;
 
 const COMMAND: &str = "cargo bench -p dial-host --bench proxy";
 const CALLS: usize = 2000;
 const WARMUP: usize = 200;
-const API_KEY: &str = "bench-key";
 const ADMIN_KEY: &str = "bench-admin";
 const RECORDS: usize = 100;
 
@@ -48,7 +48,13 @@ async fn run() {
     println!();
     let upstream = start_upstream().await;
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &upstream);
+    let extra = format!(
+        "[keys.{ADMIN_KEY}]\nproject = \"ops\"\nroles = [\"admin\"]\n\n\
+         [applications.bench]\nendpoint = \"{upstream}/chat/completions\"\n\n\
+         [applications.bench-deps]\nendpoint = \"{upstream}/chat/completions\"\nresource_dependencies = [{}]\n",
+        declaration()
+    );
+    let server = ServerProcess::start(dir.path(), &extra);
     let client = reqwest::Client::builder().tcp_nodelay(true).build().unwrap();
     let body = serde_json::json!({"model": "bench", "messages": [{"role": "user", "content": "hi"}]});
     let streaming =
@@ -162,50 +168,6 @@ async fn start_upstream() -> String {
     format!("http://{address}")
 }
 
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Server {
-    fn start(dir: &std::path::Path, upstream: &str) -> Self {
-        let config = dir.join("dial.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "data_dir = \"{}\"\n[server]\nlisten = \"127.0.0.1:0\"\n[encryption]\nsecret = \"x\"\n\
-                 [keys.{API_KEY}]\nproject = \"bench\"\nroles = [\"user\"]\n[handlers]\ncache_dir = \"{}\"\n\
-                 [keys.{ADMIN_KEY}]\nproject = \"ops\"\nroles = [\"admin\"]\n\
-                 [log]\nfilter = \"warn\"\n[applications.bench]\nendpoint = \"{upstream}/chat/completions\"\n\
-                 [applications.bench-deps]\nendpoint = \"{upstream}/chat/completions\"\nresource_dependencies = [{}]\n",
-                dir.join("data").display(),
-                dir.join("handler-cache").display(),
-                declaration()
-            ),
-        )
-        .unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_dial-host"));
-        command.arg("serve").arg("--config").arg(&config).current_dir(dir).env_remove("RUST_LOG");
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("DIAL_HOST_") {
-                command.env_remove(key);
-            }
-        }
-        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("start dial-host");
-        let stdout = child.stdout.take().unwrap();
-        let (first_tx, first_rx) = std::sync::mpsc::channel();
-        // Read the banner to its end: a closed pipe would fail the server's next line.
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = first_tx.send(line);
-            }
-        });
-        let first = first_rx.recv_timeout(Duration::from_secs(180)).expect("a banner");
-        let url = first.split_once("listening on ").map(|(_, url)| url.trim().to_string()).expect("the URL line");
-        Self { child, url }
-    }
-}
-
 /// `RECORDS` records as TOML inline tables: half required READ+WRITE in the
 /// caller's own bucket, half optional READ in `public`.
 fn declaration() -> String {
@@ -223,30 +185,4 @@ fn declaration() -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
-    let rank = (sorted.len() as f64 * fraction).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn micros(duration: Duration) -> String {
-    format!("{:.0} µs", duration.as_secs_f64() * 1e6)
-}
-
-fn nproc() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
 }
