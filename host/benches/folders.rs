@@ -448,16 +448,7 @@ async fn big_download() {
     let server = ServerProcess::start(dir.path(), "");
     let pid = server.pid();
     let client = reqwest::Client::new();
-    let bucket: serde_json::Value = client
-        .get(format!("{}/v1/bucket", server.url))
-        .header("Api-Key", API_KEY)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let bucket = bucket["bucket"].as_str().unwrap().to_string();
+    let bucket = server.bucket(&client).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (idle_rss, _) = memory_of(pid);
 
@@ -557,16 +548,7 @@ async fn keep_alive_gets() {
     let server = ServerProcess::start(dir.path(), "");
     // reqwest keeps the connection: every GET after the first reuses it.
     let client = reqwest::Client::new();
-    let bucket: serde_json::Value = client
-        .get(format!("{}/v1/bucket", server.url))
-        .header("Api-Key", API_KEY)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let bucket = bucket["bucket"].as_str().unwrap().to_string();
+    let bucket = server.bucket(&client).await;
     let url = format!("{}/v2/skills/{bucket}/small", server.url);
     let files: [(&str, Vec<u8>); 3] = [
         ("SKILL.md", skill_md("small").to_vec()),

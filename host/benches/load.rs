@@ -64,16 +64,7 @@ async fn run(store: &str, extra: &str) {
     let dir = tempfile::tempdir().unwrap();
     let server = ServerProcess::start(dir.path(), extra);
     let client = reqwest::Client::new();
-    let bucket: serde_json::Value = client
-        .get(format!("{}/v1/bucket", server.url))
-        .header("Api-Key", API_KEY)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let bucket = bucket["bucket"].as_str().unwrap().to_string();
+    let bucket = server.bucket(&client).await;
     let base = format!("{}/v2/skills/{bucket}", server.url);
 
     // The fixtures: 1 000 skills in one folder, a small skill, a 5 MiB one.
@@ -132,7 +123,7 @@ async fn run(store: &str, extra: &str) {
     for row in &rows {
         let rps = row.requests as f64 / row.elapsed.as_secs_f64();
         println!(
-            "| {} | {rps:.0} | {:.2} | {} | {} | {} |",
+            "| {} | {rps:.0} | {:.4} | {} | {} | {} |",
             row.name,
             rps / baseline,
             ms(row.p50),

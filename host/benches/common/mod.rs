@@ -74,6 +74,14 @@ impl ServerProcess {
         server
     }
 
+    /// The bucket id of [`API_KEY`].
+    pub async fn bucket(&self, client: &reqwest::Client) -> String {
+        let url = format!("{}/v1/bucket", self.url);
+        let reply = client.get(url).header("Api-Key", API_KEY).send().await.unwrap();
+        let body: serde_json::Value = reply.json().await.unwrap();
+        body["bucket"].as_str().unwrap().to_string()
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
