@@ -63,7 +63,43 @@ fn micros(d: Duration) -> String {
     format!("{:.1} µs", d.as_secs_f64() * 1e6)
 }
 
+/// `-- profile-fixed` / `-- profile-commit`: call one case in a loop for
+/// [`PROFILE_TIME`] and print nothing else, for `perf record` / `perf stat`
+/// / `strace -c` on the bench binary.
+const PROFILE_TIME: Duration = Duration::from_secs(10);
+
+fn profile(case: &str) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let resource = ResourceInfo { name: "pdf-processing".into(), path: "team/pdf-processing".into() };
+    let config = HandlersConfig::default();
+    let wasm_runtime = Runtime::new(RuntimeLimits::from_config(&config), None, true).unwrap();
+    let registry = runtime.block_on(HandlerRegistry::load(wasm_runtime, &config)).unwrap();
+    let skills = registry.get("skills").unwrap();
+    let files = skill_files(0);
+    let entries: Vec<FileEntry> = files.entries();
+    let source: Arc<dyn FileSource> = Arc::new(files);
+    let start = Instant::now();
+    let mut calls = 0u64;
+    while start.elapsed() < PROFILE_TIME {
+        runtime.block_on(async {
+            if case == "profile-fixed" {
+                black_box(skills.validate_file_mutation("scripts/a.py", Mutation::Put).await.unwrap()).unwrap();
+            } else {
+                let verdict = skills.validate(&resource, &entries, source.clone()).await.unwrap();
+                let metadata =
+                    skills.build_marker_metadata(&resource, &entries, source.clone()).await.unwrap().unwrap();
+                black_box((verdict, metadata));
+            }
+        });
+        calls += 1;
+    }
+    eprintln!("{case}: {calls} iterations, {:.1} µs each", start.elapsed().as_secs_f64() * 1e6 / calls as f64);
+}
+
 fn main() {
+    if let Some(case) = std::env::args().skip(1).find(|a| a.starts_with("profile-")) {
+        return profile(&case);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let resource = ResourceInfo { name: "pdf-processing".into(), path: "team/pdf-processing".into() };
     let native_resource = native::sdk::ResourceInfo { name: resource.name.clone(), path: resource.path.clone() };
@@ -92,7 +128,8 @@ fn main() {
         // The pooling allocator's reset of an instance's memory: returned to
         // the kernel (0) or kept resident and zeroed with memset.
         for keep_resident_kib in [0u64, 256, 1024] {
-            let config = HandlersConfig { memory_keep_resident_kib: keep_resident_kib, ..HandlersConfig::default() };
+            let config =
+                HandlersConfig { memory_keep_resident_kib: Some(keep_resident_kib), ..HandlersConfig::default() };
             let wasm_runtime = Runtime::new(RuntimeLimits::from_config(&config), None, true).unwrap();
             pooling = wasm_runtime.uses_pooling();
             let registry = runtime.block_on(HandlerRegistry::load(wasm_runtime, &config)).unwrap();

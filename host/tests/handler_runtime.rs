@@ -379,3 +379,36 @@ async fn a_reload_leaves_handlers_in_use_working() {
     assert_eq!(validate(&in_flight, "n", files.clone()).await.unwrap(), Verdict::Valid { warnings: vec![] });
     assert_eq!(validate(&current, "n", files).await.unwrap(), Verdict::Valid { warnings: vec![] });
 }
+
+/// Every call runs in a fresh instance, however the pool resets the slot it
+/// reuses (returned to the kernel, or kept resident and reset in place):
+/// no counter, static buffer or heap byte of an earlier call shows through,
+/// also after a call that dirtied its whole memory or trapped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_state_survives_a_call_whatever_the_slot_reset() {
+    for keep_resident in [0, 1 << 20, 64 << 20] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(guest("misbehaving_guest"), dir.path().join("misbehaving.wasm")).unwrap();
+        let limits = RuntimeLimits { memory_keep_resident_bytes: keep_resident, ..limits() };
+        let runtime = Runtime::new(limits, None, true).unwrap();
+        let registry = HandlerRegistry::load(runtime, &config_with(Some(dir.path().into()), &[])).await.unwrap();
+        let misbehaving = registry.get("misbehaving").unwrap();
+        let empty = || Arc::new(InMemoryFiles::new()) as Arc<dyn FileSource>;
+        for round in 0..12 {
+            // Dirty whole slots now and then, and leave trapped instances behind.
+            match round % 4 {
+                1 => assert!(validate(&misbehaving, "hog", Arc::new(InMemoryFiles::new())).await.is_err()),
+                3 => assert!(validate(&misbehaving, "panic", Arc::new(InMemoryFiles::new())).await.is_err()),
+                _ => {}
+            }
+            let metadata = misbehaving.build_marker_metadata(&resource("remember"), &[], empty()).await;
+            let metadata = metadata.unwrap().unwrap();
+            let found: Vec<(&str, &str)> = metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            assert_eq!(
+                found,
+                [("calls", "1"), ("static_clean", "true"), ("heap_clean", "true")],
+                "keep resident {keep_resident}, round {round}"
+            );
+        }
+    }
+}

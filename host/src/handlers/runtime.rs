@@ -55,7 +55,8 @@ pub struct RuntimeLimits {
     pub memory_limit_bytes: u64,
     pub read_budget_bytes: u64,
     pub max_concurrent_calls: u32,
-    /// Pooling allocator tuning: memory reset by memset rather than madvise.
+    /// Pooling allocator tuning: how much of a memory slot stays resident
+    /// between calls (its dirty pages reset in place).
     pub memory_keep_resident_bytes: u64,
 }
 
@@ -67,7 +68,7 @@ impl RuntimeLimits {
             memory_limit_bytes: config.memory_limit_mib.max(1) << 20,
             read_budget_bytes: config.read_budget_bytes,
             max_concurrent_calls: config.max_concurrent_calls.max(1),
-            memory_keep_resident_bytes: config.memory_keep_resident_kib << 10,
+            memory_keep_resident_bytes: config.memory_keep_resident_kib.unwrap_or_else(default_keep_resident_kib) << 10,
         }
     }
 
@@ -523,6 +524,19 @@ impl wasmtime_wasi::HostMonotonicClock for FrozenClock {
     }
 }
 
+/// With `PAGEMAP_SCAN` the pool resets only the pages a call dirtied, in
+/// place: keeping a slot's memory resident then saves every page fault and
+/// `madvise` of the next call (measured: one call 29 → 8 µs). Without it,
+/// keeping memory resident means a `memset` of the whole region per call,
+/// which costs more than it saves.
+fn default_keep_resident_kib() -> u64 {
+    if PoolingAllocationConfig::is_pagemap_scan_available() { 1024 } else { 0 }
+}
+
+/// Tables are small (a Rust guest's holds a few hundred entries): kept
+/// resident whenever memory is.
+const TABLE_KEEP_RESIDENT: usize = 64 << 10;
+
 fn engine_config(limits: &RuntimeLimits, pooling: bool) -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
@@ -535,7 +549,11 @@ fn engine_config(limits: &RuntimeLimits, pooling: bool) -> Config {
             .total_tables(calls * 4)
             .total_stacks(calls)
             .max_memory_size(usize::try_from(limits.memory_limit_bytes).unwrap_or(usize::MAX))
-            .linear_memory_keep_resident(usize::try_from(limits.memory_keep_resident_bytes).unwrap_or(0));
+            .linear_memory_keep_resident(usize::try_from(limits.memory_keep_resident_bytes).unwrap_or(0))
+            .pagemap_scan(wasmtime::Enabled::Auto);
+        if limits.memory_keep_resident_bytes > 0 {
+            pool.table_keep_resident(TABLE_KEEP_RESIDENT);
+        }
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     config

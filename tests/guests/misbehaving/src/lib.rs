@@ -3,7 +3,9 @@
 //! `validate` looks at the resource name: `loop` spins forever, `hog` grabs
 //! memory until the cap stops it, `panic` panics, `greedy` reads the first
 //! file over and over until the host's read budget says no; any other name
-//! is valid.
+//! is valid. `build_marker_metadata` of `remember` reports what an instance
+//! would inherit from an earlier call if instances were not fresh: a static
+//! counter, a static buffer and heap memory it marks before returning.
 
 #[cfg(target_arch = "wasm32")]
 mod guest {
@@ -39,12 +41,48 @@ mod guest {
             resource: ResourceInfo,
             _files: Vec<FileEntry>,
         ) -> Result<Vec<(String, String)>, Vec<Problem>> {
+            if resource.name == "remember" {
+                return Ok(remember());
+            }
             Ok(vec![("name".into(), resource.name)])
         }
 
         fn validate_file_mutation(_path: String, _op: Mutation) -> Result<(), Problem> {
             Ok(())
         }
+    }
+
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    static STAMP: std::sync::Mutex<[u8; 4096]> = std::sync::Mutex::new([0; 4096]);
+    const HEAP_BYTES: usize = 256 << 10;
+
+    /// What this instance found left over (nothing, in a fresh one), after
+    /// which it leaves marks of its own: the counter, the static buffer and
+    /// heap memory handed back to the allocator.
+    fn remember() -> Vec<(String, String)> {
+        let calls = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let static_clean = {
+            let mut stamp = STAMP.lock().unwrap();
+            let clean = stamp.iter().all(|b| *b == 0);
+            stamp.fill(0xAB);
+            clean
+        };
+        // Zeroed memory from an allocator that trusts fresh pages to be zero:
+        // marks left by an earlier call would show through.
+        let layout = std::alloc::Layout::from_size_align(HEAP_BYTES, 8).unwrap();
+        let heap_clean = unsafe {
+            let block = std::alloc::alloc_zeroed(layout);
+            let bytes = std::slice::from_raw_parts_mut(block, HEAP_BYTES);
+            let clean = bytes.iter().all(|b| *b == 0);
+            bytes.fill(0xCD);
+            std::alloc::dealloc(block, layout);
+            clean
+        };
+        vec![
+            ("calls".into(), calls.to_string()),
+            ("static_clean".into(), static_clean.to_string()),
+            ("heap_clean".into(), heap_clean.to_string()),
+        ]
     }
 
     fn spin_forever() -> ! {
