@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use dial_host::config::{Config, ServerConfig};
 use dial_host::handlers::local::test_folder;
-use dial_host::handlers::{HandlerSource, Problem, Runtime, RuntimeLimits, Verdict};
+use dial_host::handlers::{Checked, HandlerSource, Problem, Runtime, RuntimeLimits};
 use dial_host::{server, telemetry};
 
 #[derive(Parser)]
@@ -195,19 +195,15 @@ async fn test_handler(dir: PathBuf, file: PathBuf, strict: bool) -> anyhow::Resu
         }
     };
     print_problems(&mut out, "host error", &report.host_problems);
-    match &report.verdict {
-        Verdict::Valid { warnings } => print_problems(&mut out, "warning", warnings),
-        Verdict::Invalid { problems } => print_problems(&mut out, "error", problems),
-    }
-    match &report.metadata {
-        // In the order the handler gave it.
-        Some(Ok(metadata)) => {
+    match &report.checked {
+        Checked::Valid { warnings, metadata } => {
+            print_problems(&mut out, "warning", warnings);
+            // In the order the handler gave it.
             for (key, value) in metadata {
                 let _ = writeln!(out, "  metadata {key}: {value}");
             }
         }
-        Some(Err(problems)) => print_problems(&mut out, "metadata error", problems),
-        None => {}
+        Checked::Invalid { problems } => print_problems(&mut out, "error", problems),
     }
     let valid = report.is_valid();
     let _ = writeln!(out, "verdict: {}", if valid { "valid" } else { "invalid" });

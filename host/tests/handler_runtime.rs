@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use dial_host::config::{HandlersConfig, TypeSettings};
 use dial_host::handlers::{
-    BUILTIN_SKILL_HANDLER, CacheConfig, FileSource, GUEST_WASM_DIR, Handler, HandlerErrorKind, HandlerRegistry,
-    HandlerSource, InMemoryFiles, LoadError, Mutation, RegistryError, ResourceInfo, Runtime, RuntimeLimits, Verdict,
+    BUILTIN_SKILL_HANDLER, CacheConfig, Checked, FileSource, GUEST_WASM_DIR, Handler, HandlerErrorKind,
+    HandlerRegistry, HandlerSource, InMemoryFiles, LoadError, Mutation, RegistryError, ResourceInfo, Runtime,
+    RuntimeLimits, Verdict,
 };
 use sha2::Digest;
 
@@ -68,6 +69,15 @@ async fn validate(
     handler.validate(&resource(name), &entries, files as Arc<dyn FileSource>).await
 }
 
+async fn check(
+    handler: &Handler,
+    name: &str,
+    files: Arc<InMemoryFiles>,
+) -> Result<Checked, dial_host::handlers::HandlerError> {
+    let entries = files.entries();
+    handler.check(&resource(name), &entries, files as Arc<dyn FileSource>).await
+}
+
 async fn assert_skill_handler_works(registry: &HandlerRegistry) {
     let skills = &registry.get("skills").unwrap();
     let verdict = validate(skills, "pdf-tools", skill_files(SKILL_MD)).await.unwrap();
@@ -123,6 +133,64 @@ async fn warnings_are_accepted_unless_the_type_is_strict() {
         panic!("strict turns warnings into errors")
     };
     assert_eq!(problems, warnings);
+    let Checked::Invalid { problems } = check(handler, "pdf-tools", skill_files(&display_name)).await.unwrap() else {
+        panic!("strict turns warnings into errors in a commit's check too")
+    };
+    assert_eq!(problems, warnings);
+}
+
+/// A commit asks a 1.2 handler once (`check`): the same warnings, metadata
+/// and problems as `validate` then `build-marker-metadata`, valid or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_is_one_check_call_that_agrees_with_validate_and_metadata() {
+    let registry = registry(&[]).await;
+    let skills = &registry.get("skills").unwrap();
+    assert!(skills.has_check(), "the built-in handler is built against WIT 1.2");
+    let mut no_skill_md = InMemoryFiles::new();
+    no_skill_md.insert("README.md", "hello");
+    let cases = [
+        skill_files(SKILL_MD),
+        skill_files(&SKILL_MD.replace("name: pdf-tools", "name: PDF Tools")),
+        skill_files(&SKILL_MD.replace("description: Extract text and tables from PDF files.\n", "")),
+        Arc::new(no_skill_md),
+    ];
+    for files in cases {
+        let entries = files.entries();
+        let source = || files.clone() as Arc<dyn FileSource>;
+        let expected = match skills.validate(&resource("pdf-tools"), &entries, source()).await.unwrap() {
+            Verdict::Valid { warnings } => {
+                let metadata = skills.build_marker_metadata(&resource("pdf-tools"), &entries, source()).await;
+                Checked::Valid { warnings, metadata: metadata.unwrap().unwrap() }
+            }
+            Verdict::Invalid { problems } => Checked::Invalid { problems },
+        };
+        assert_eq!(check(skills, "pdf-tools", files.clone()).await.unwrap(), expected);
+    }
+}
+
+/// The sandbox holds through `check` as through the 1.0 exports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_limits_hold_through_check() {
+    let registry = registry(&[]).await;
+    let misbehaving = &registry.get("misbehaving").unwrap();
+    assert!(misbehaving.has_check());
+    let empty = || Arc::new(InMemoryFiles::new());
+    let error = check(misbehaving, "loop", empty()).await.unwrap_err();
+    assert_eq!(error.kind, HandlerErrorKind::CpuLimit { limit_ms: 100 });
+    let error = check(misbehaving, "hog", empty()).await.unwrap_err();
+    assert_eq!(error.kind, HandlerErrorKind::MemoryLimit { limit_mib: 32 });
+    let error = check(misbehaving, "panic", empty()).await.unwrap_err();
+    assert!(matches!(&error.kind, HandlerErrorKind::Trapped { detail } if detail.contains("panicked on purpose")));
+    let mut big = InMemoryFiles::new();
+    big.insert("big.bin", vec![7u8; 1 << 20]);
+    let Checked::Invalid { problems } = check(misbehaving, "greedy", Arc::new(big)).await.unwrap() else {
+        panic!("the guest reports the refused read")
+    };
+    assert!(problems[0].message.contains("BudgetExceeded(4194304)"), "{problems:?}");
+    let fine = check(misbehaving, "fine", empty()).await.unwrap();
+    let expected = [("name".to_string(), "fine".to_string())].into_iter().collect();
+    assert_eq!(fine, Checked::Valid { warnings: vec![], metadata: expected });
+    assert_skill_handler_works(&registry).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,10 +416,21 @@ async fn handlers_built_against_wit_1_0_0_keep_working() {
     let files = Arc::new(files);
     assert_eq!(validate(notes, "n", files.clone()).await.unwrap(), Verdict::Valid { warnings: vec![] });
     let entries = files.entries();
-    let metadata = notes.build_marker_metadata(&resource("n"), &entries, files).await.unwrap().unwrap();
+    let metadata = notes.build_marker_metadata(&resource("n"), &entries, files.clone()).await.unwrap().unwrap();
     assert_eq!(metadata["title"], "Shopping list");
     let refused = notes.validate_file_mutation("NOTE.txt", Mutation::Delete).await.unwrap();
     assert!(refused.is_err());
+
+    // No `check` export: a commit asks `validate`, then `build-marker-metadata`.
+    assert!(!notes.has_check());
+    let Checked::Valid { warnings, metadata } = check(notes, "n", files.clone()).await.unwrap() else {
+        panic!("a valid note is valid through check")
+    };
+    assert!(warnings.is_empty());
+    assert_eq!(metadata["title"], "Shopping list");
+    let mut empty_note = InMemoryFiles::new();
+    empty_note.insert("README.txt", "no note here");
+    assert!(matches!(check(notes, "n", Arc::new(empty_note)).await.unwrap(), Checked::Invalid { .. }));
 }
 
 /// A request holds the handler it resolved: a reload swapping the group's

@@ -1,7 +1,7 @@
 //! The component glue: the WIT bindings, every [`Handler`] as the world's
 //! `Guest`, and the host's `files.read` import as a [`FileSet`].
 
-/// The `dial:handler@1.1.0` bindings, generated from `wit/` at the workspace
+/// The `dial:handler@1.2.0` bindings, generated from `wit/` at the workspace
 /// root. Handler crates rarely need them: [`Handler`] and the plain types of
 /// this crate are the API; `export_handler!` is the one entry point.
 pub mod bindings {
@@ -51,6 +51,17 @@ impl<T: Handler> bindings::Guest for T {
         T::metadata(&resource_info(resource), &mut files).map_err(problems)
     }
 
+    fn check(
+        resource: wit::ResourceInfo,
+        entries: Vec<wit::FileEntry>,
+    ) -> Result<(Vec<wit::Problem>, Vec<(String, String)>), Vec<wit::Problem>> {
+        let mut files = HostFiles::new(entries);
+        match T::check(&resource_info(resource), &mut files) {
+            Ok((warnings, metadata)) => Ok((problems(warnings), metadata)),
+            Err(errors) => Err(problems(errors)),
+        }
+    }
+
     fn validate_file_mutation(path: String, op: wit::Mutation) -> Result<(), wit::Problem> {
         let op = match op {
             wit::Mutation::Put => Mutation::Put,
@@ -60,15 +71,24 @@ impl<T: Handler> bindings::Guest for T {
     }
 }
 
+/// Bytes of earlier reads kept per call, so `check`'s default (`validate`
+/// then `metadata`, each reading the same file) asks the host once.
+const READ_CACHE_BYTES: usize = 1 << 20;
+
 /// The host's listing, and reads through the `files.read` import.
 struct HostFiles {
     entries: Vec<FileEntry>,
+    /// `(path, offset, len)` of a read and what it returned; at most
+    /// [`READ_CACHE_BYTES`] in all.
+    cache: Vec<((String, u64, u32), Vec<u8>)>,
+    cached_bytes: usize,
 }
 
 impl HostFiles {
     /// In the host's order (by path); sorting here would cost code size for nothing.
     fn new(entries: Vec<wit::FileEntry>) -> Self {
-        Self { entries: entries.into_iter().map(|entry| FileEntry { path: entry.path, size: entry.size }).collect() }
+        let entries = entries.into_iter().map(|entry| FileEntry { path: entry.path, size: entry.size }).collect();
+        Self { entries, cache: Vec::new(), cached_bytes: 0 }
     }
 }
 
@@ -78,11 +98,20 @@ impl FileSet for HostFiles {
     }
 
     fn read(&mut self, path: &str, offset: u64, len: u32) -> Result<Vec<u8>, ReadError> {
-        files::read(path, offset, len).map_err(|error| match error {
+        let cached = self.cache.iter().find(|((p, o, l), _)| p == path && *o == offset && *l == len);
+        if let Some((_, bytes)) = cached {
+            return Ok(bytes.clone());
+        }
+        let bytes = files::read(path, offset, len).map_err(|error| match error {
             wit::ReadError::NotFound => ReadError::NotFound,
             wit::ReadError::BudgetExceeded(budget) => ReadError::BudgetExceeded(budget),
             wit::ReadError::Storage(message) => ReadError::Storage(message),
-        })
+        })?;
+        if self.cached_bytes + bytes.len() <= READ_CACHE_BYTES {
+            self.cached_bytes += bytes.len();
+            self.cache.push(((path.to_string(), offset, len), bytes.clone()));
+        }
+        Ok(bytes)
     }
 }
 

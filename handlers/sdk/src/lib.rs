@@ -1,7 +1,7 @@
 //! Write a dial-host folder-resource handler as one short Rust file.
 //!
 //! A handler is a WebAssembly component implementing the WIT world
-//! `dial:handler@1.1.0` (`wit/handler.wit`). This crate hides the WIT glue:
+//! `dial:handler@1.2.0` (`wit/handler.wit`). This crate hides the WIT glue:
 //! a type implements [`Handler`] once, over plain Rust types, and
 //! [`export_handler!`] turns it into the component's exports.
 //!
@@ -51,8 +51,8 @@
 //! - [`log`]: diagnostics through the host's `log.emit` import;
 //! - [`text`]: UTF-8 and control-character checks, message helpers.
 //!
-//! Version: the component targets `dial:handler@1.1.0` (it imports `log`),
-//! so it loads on any 1.1+ host of the 1.x line.
+//! Version: the component targets `dial:handler@1.2.0` (it imports `log`
+//! and exports `check`), so it loads on any 1.2+ host of the 1.x line.
 
 mod files;
 #[cfg(feature = "frontmatter")]
@@ -73,7 +73,7 @@ pub use files::{FileError, FileSet, MAX_READ_CHUNK, MemoryFiles, ReadError};
 pub use problems::{DEFAULT_MAX_PROBLEMS, Problems};
 
 /// The WIT package version this SDK's components are built against.
-pub const WIT_VERSION: &str = "1.1.0";
+pub const WIT_VERSION: &str = "1.2.0";
 
 /// One file of the resource: its path (relative, `/`-separated, already
 /// checked by the host) and size. A handler never gets content it did not ask
@@ -188,6 +188,10 @@ pub type Verdict = Result<Vec<Problem>, Vec<Problem>>;
 /// Marker metadata: `(key, value)` pairs in the order they should be shown.
 pub type Metadata = Vec<(String, String)>;
 
+/// What [`Handler::check`] decides: `Ok((warnings, metadata))` accepts the
+/// resource, `Err(errors)` rejects it.
+pub type Checked = Result<(Vec<Problem>, Metadata), Vec<Problem>>;
+
 /// A folder-resource type's rules. Implement it once; [`export_handler!`]
 /// adapts it to the WIT exports, and tests call it directly.
 ///
@@ -205,6 +209,17 @@ pub trait Handler {
     /// return errors rather than panic when something is off.
     fn metadata(resource: &ResourceInfo, files: &mut dyn FileSet) -> Result<Metadata, Vec<Problem>>;
 
+    /// Everything the host asks on a commit, in one call: what
+    /// [`validate`](Self::validate) then [`metadata`](Self::metadata) would
+    /// say. The default calls the two (in the component, a file both read is
+    /// fetched from the host once); override it when they share work, such
+    /// as parsing the same file, so a commit parses once. It must agree with
+    /// the two: hosts before 1.2 and `validate`-only callers use those.
+    fn check(resource: &ResourceInfo, files: &mut dyn FileSet) -> Checked {
+        let warnings = Self::validate(resource, files)?;
+        Ok((warnings, Self::metadata(resource, files)?))
+    }
+
     /// Guards a single-file change before it is applied (for example: a
     /// type's defining file cannot be deleted). A PUT is re-validated with
     /// `validate` on the new file set anyway. The default allows everything.
@@ -214,7 +229,7 @@ pub trait Handler {
     }
 }
 
-/// Exports a [`Handler`] as the component's `dial:handler@1.1.0` exports:
+/// Exports a [`Handler`] as the component's `dial:handler@1.2.0` exports:
 /// `dial_handler_sdk::export_handler!(MyHandler);` once, at the crate root.
 ///
 /// On other targets than `wasm32` it expands to nothing, so the same crate
@@ -225,4 +240,48 @@ macro_rules! export_handler {
         #[cfg(target_arch = "wasm32")]
         $crate::bindings::export_handler!($ty with_types_in $crate::bindings);
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Warns about `draft.md`, rejects a set without `NOTE.md`; the metadata
+    /// counts the files, and panics if asked about a rejected set.
+    struct Notes;
+
+    impl Handler for Notes {
+        fn describe() -> Description {
+            Description::new("note", "notes", "Note", "1.0.0")
+        }
+
+        fn validate(_resource: &ResourceInfo, files: &mut dyn FileSet) -> Verdict {
+            let mut problems = Problems::new();
+            if files.entry("NOTE.md").is_none() {
+                problems.error("NOTE.md is missing");
+            }
+            if files.entry("draft.md").is_some() {
+                problems.warning_at("draft.md", "drafts are not shown");
+            }
+            problems.into_verdict()
+        }
+
+        fn metadata(_resource: &ResourceInfo, files: &mut dyn FileSet) -> Result<Metadata, Vec<Problem>> {
+            assert!(files.entry("NOTE.md").is_some(), "metadata is asked only about a valid set");
+            Ok(vec![("files".into(), files.entries().len().to_string())])
+        }
+    }
+
+    #[test]
+    fn the_default_check_is_validate_then_metadata() {
+        let resource = ResourceInfo::at("team/n");
+        let mut valid = MemoryFiles::new().with("NOTE.md", "hi").with("draft.md", "wip");
+        let (warnings, metadata) = Notes::check(&resource, &mut valid).unwrap();
+        assert_eq!(warnings, vec![Problem::at("draft.md", "drafts are not shown")]);
+        assert_eq!(metadata, vec![("files".to_string(), "2".to_string())]);
+
+        let mut invalid = MemoryFiles::new().with("draft.md", "wip");
+        let errors = Notes::check(&resource, &mut invalid).unwrap_err();
+        assert_eq!(errors[0].message, "NOTE.md is missing");
+    }
 }

@@ -1,6 +1,6 @@
 //! Collecting errors and warnings while checking a resource.
 
-use crate::{Metadata, Problem, Verdict};
+use crate::{Checked, Metadata, Problem, Verdict};
 
 /// Most errors (and, separately, warnings) kept by [`Problems::new`], so a
 /// file with thousands of bad entries cannot produce a megabyte of problems.
@@ -89,6 +89,12 @@ impl Problems {
     /// [`Handler::metadata`](crate::Handler::metadata).
     pub fn into_metadata(self, metadata: Metadata) -> Result<Metadata, Vec<Problem>> {
         if self.errors.is_empty() { Ok(metadata) } else { Err(self.all()) }
+    }
+
+    /// `Ok((warnings, metadata))` when there is no error, else `Err` as in
+    /// [`Self::into_verdict`]: the shape of [`Handler::check`](crate::Handler::check).
+    pub fn into_checked(self, metadata: Metadata) -> Checked {
+        if self.errors.is_empty() { Ok((self.warnings, metadata)) } else { Err(self.all()) }
     }
 
     fn all(mut self) -> Vec<Problem> {

@@ -4,7 +4,8 @@
 use dial_handler_sdk::frontmatter::{Frontmatter, Node, Scalar, ScalarKind};
 use dial_handler_sdk::text::{self, shorten};
 use dial_handler_sdk::{
-    Description, FileEntry, FileError, FileSet, Handler, Metadata, Mutation, Problem, Problems, ResourceInfo, Verdict,
+    Checked, Description, FileEntry, FileError, FileSet, Handler, Metadata, Mutation, Problem, Problems, ResourceInfo,
+    Verdict,
 };
 
 pub const TYPE_NAME: &str = "skill";
@@ -41,6 +42,12 @@ impl Handler for SkillHandler {
     fn metadata(resource: &ResourceInfo, files: &mut dyn FileSet) -> Result<Metadata, Vec<Problem>> {
         let report = inspect(resource, files);
         report.problems.into_metadata(report.marker)
+    }
+
+    /// One read and one parse of `SKILL.md` for a commit.
+    fn check(resource: &ResourceInfo, files: &mut dyn FileSet) -> Checked {
+        let report = inspect(resource, files);
+        report.problems.into_checked(report.marker)
     }
 
     /// `SKILL.md` cannot be deleted. A PUT of it is re-validated by `validate`
@@ -422,6 +429,31 @@ mod tests {
 
     fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
         expected.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    /// `check` (one parse per commit) says what `validate` then `metadata`
+    /// say, on valid, warned and invalid skills alike.
+    #[test]
+    fn check_agrees_with_validate_then_metadata() {
+        let cases: Vec<Vec<u8>> = vec![
+            skill_md(VALID).into_bytes(),
+            skill_md(&format!("{VALID}license: MIT\nversion: 2.0.1\nextra: 1\n")).into_bytes(),
+            skill_md("name: My Skill\ndescription: d\n").into_bytes(),
+            skill_md("name: my-skill\n").into_bytes(),
+            b"no frontmatter at all".to_vec(),
+            vec![0xff, 0xfe],
+        ];
+        for bytes in cases {
+            let expected = SkillHandler::validate(&resource(), &mut file_set(&[(SKILL_FILE, &bytes)]))
+                .and_then(|warnings| Ok((warnings, marker_of_bytes(&bytes)?)));
+            let checked = SkillHandler::check(&resource(), &mut file_set(&[(SKILL_FILE, &bytes)]));
+            assert_eq!(checked, expected, "{}", String::from_utf8_lossy(&bytes));
+        }
+        let expected = run_files(&[("README.md", b"hi")]);
+        assert_eq!(
+            SkillHandler::check(&resource(), &mut file_set(&[("README.md", b"hi")])),
+            expected.map(|w| (w, vec![]))
+        );
     }
 
     #[test]

@@ -36,7 +36,7 @@ use crate::etag::{EtagMatch, PreconditionFailed, Preconditions};
 use crate::events::{EventAction, EventBus, ResourceEvent};
 use crate::handlers::files::ReadFuture;
 use crate::handlers::{
-    FileEntry, FileSource, Handler, HandlerError, Mutation, Problem, ReadError, ResourceInfo, Verdict,
+    Checked, FileEntry, FileSource, Handler, HandlerError, Mutation, Problem, ReadError, ResourceInfo,
 };
 use crate::locks::{LockError, LockGuard, LockService};
 use crate::resource_url::{MAX_STORAGE_PATH_BYTES, ResourceUrl, UrlError};
@@ -647,18 +647,14 @@ impl FolderEngine {
         let source: Arc<dyn FileSource> = files.clone();
         let info = node.resource_info();
         let type_name = handler.description().type_name.clone();
-        let verdict = handler.validate(&info, &entries, source.clone()).await;
+        let checked = handler.check(&info, &entries, source).await;
         // A file the store failed to give is the host's failure, not a
         // problem of the upload, whatever the handler made of it.
         files.take_failure()?;
-        let warnings = match verdict? {
-            Verdict::Valid { warnings } => warnings,
-            Verdict::Invalid { problems } => return Err(FolderError::Invalid { type_name, problems }),
-        };
-        let metadata = handler.build_marker_metadata(&info, &entries, source).await;
-        files.take_failure()?;
-        let metadata = metadata?.map_err(|problems| FolderError::Invalid { type_name, problems })?;
-        Ok((metadata, warnings))
+        match checked? {
+            Checked::Valid { warnings, metadata } => Ok((metadata, warnings)),
+            Checked::Invalid { problems } => Err(FolderError::Invalid { type_name, problems }),
+        }
     }
 
     /// Tombstones a resource; the sweep removes its files after the grace

@@ -1,7 +1,11 @@
-//! Host-side bindings of the `dial:handler@1.1.0` world, generated from `wit/`.
+//! Host-side bindings of `dial:handler@1.2.0`, generated from `wit/`.
+//!
+//! The host links against `handler-core` (what every 1.x component exports)
+//! and looks up the 1.2 `check` export by name, so components built against
+//! 1.0 and 1.1 keep loading.
 
 wasmtime::component::bindgen!({
-    world: "handler",
+    world: "handler-core",
     path: "../wit",
     imports: { default: async },
     exports: { default: async },
@@ -9,6 +13,13 @@ wasmtime::component::bindgen!({
 
 use super::{FileEntry as HostFileEntry, HandlerDescription, LimitOverrides, Mutation as HostMutation};
 use super::{Problem as HostProblem, ResourceInfo as HostResourceInfo};
+
+/// What the `check` export returns: warnings and metadata, or problems.
+pub type CheckOutcome = Result<(Vec<Problem>, Vec<(String, String)>), Vec<Problem>>;
+
+/// The `check` export, typed: parameters borrowed, as the generated
+/// bindings pass them.
+pub type CheckFunc<'a> = wasmtime::component::TypedFunc<(&'a ResourceInfo, &'a [FileEntry]), (CheckOutcome,)>;
 
 impl From<&HostResourceInfo> for ResourceInfo {
     fn from(info: &HostResourceInfo) -> Self {

@@ -2,7 +2,6 @@
 //! test DIR FILE.wasm` does: the same runtime, sandbox, path rules and limits
 //! as a PUT, without a server.
 
-use indexmap::IndexMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::files::{FileSource, ReadError, ReadFuture};
-use super::{FileEntry, Handler, HandlerError, HandlerSource, LoadError, Problem, ResourceInfo, Runtime, Verdict};
+use super::{Checked, FileEntry, Handler, HandlerError, HandlerSource, LoadError, Problem, ResourceInfo, Runtime};
 use crate::config::{FoldersConfig, HandlersConfig};
 use crate::folders::FolderLimits;
 use crate::folders::names::check_file_path;
@@ -78,16 +77,13 @@ pub struct FolderReport {
     pub handler: Handler,
     /// Paths the host itself would refuse, and limits the folder exceeds.
     pub host_problems: Vec<Problem>,
-    pub verdict: Verdict,
-    /// Marker metadata; only when the folder is valid.
-    pub metadata: Option<Result<IndexMap<String, String>, Vec<Problem>>>,
+    /// What the handler said, as the server would ask it on a commit.
+    pub checked: Checked,
 }
 
 impl FolderReport {
     pub fn is_valid(&self) -> bool {
-        self.host_problems.is_empty()
-            && matches!(self.verdict, Verdict::Valid { .. })
-            && matches!(self.metadata, Some(Ok(_)))
+        self.host_problems.is_empty() && matches!(self.checked, Checked::Valid { .. })
     }
 }
 
@@ -101,7 +97,8 @@ pub enum LocalTestError {
     Call(#[from] HandlerError),
 }
 
-/// Loads `wasm` and runs `validate`, then `build-marker-metadata`, on the
+/// Loads `wasm` and asks it what a commit would (`check`, or `validate` then
+/// `build-marker-metadata` for 1.0/1.1 components) about the
 /// folder `dir`, named like its last path component. `strict` turns warnings
 /// into problems as `[handlers.types.<group>] strict = true` does.
 pub async fn test_folder(
@@ -132,12 +129,8 @@ pub async fn test_folder(
     let name = name.unwrap_or_else(|| "resource".into());
     let resource = ResourceInfo { name: name.clone(), path: name };
     let files: Arc<dyn FileSource> = Arc::new(files);
-    let verdict = handler.validate(&resource, &entries, files.clone()).await?;
-    let metadata = match verdict {
-        Verdict::Valid { .. } => Some(handler.build_marker_metadata(&resource, &entries, files).await?),
-        Verdict::Invalid { .. } => None,
-    };
-    Ok(FolderReport { handler, host_problems, verdict, metadata })
+    let checked = handler.check(&resource, &entries, files).await?;
+    Ok(FolderReport { handler, host_problems, checked })
 }
 
 /// What the host checks before a handler sees a folder: path rules and the

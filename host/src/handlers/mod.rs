@@ -79,6 +79,15 @@ pub enum Verdict {
     Invalid { problems: Vec<Problem> },
 }
 
+/// What [`Handler::check`] decided about a commit's file set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checked {
+    /// Accepted: the warnings to keep and the marker metadata.
+    Valid { warnings: Vec<Problem>, metadata: IndexMap<String, String> },
+    /// Rejected: the resource must not be stored.
+    Invalid { problems: Vec<Problem> },
+}
+
 /// A single-file change inside an existing resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mutation {
@@ -191,6 +200,12 @@ impl Handler {
         &self.inner.sha256
     }
 
+    /// Whether a commit costs one call (the WIT 1.2 `check` export) rather
+    /// than `validate` then `build-marker-metadata`.
+    pub fn has_check(&self) -> bool {
+        self.inner.has_check()
+    }
+
     /// With `strict`, warnings count as problems.
     pub fn is_strict(&self) -> bool {
         self.strict
@@ -225,6 +240,23 @@ impl Handler {
     ) -> Result<Result<IndexMap<String, String>, Vec<Problem>>, HandlerError> {
         let outcome = self.runtime.build_marker_metadata(&self.inner, resource, entries, files).await?;
         Ok(outcome.map(|pairs| pairs.into_iter().collect()))
+    }
+
+    /// Everything one commit asks of the handler, in one call where the
+    /// component allows it: the warnings to keep and the marker metadata,
+    /// or the problems that make the file set invalid (with `strict`,
+    /// warnings are problems).
+    pub async fn check(
+        &self,
+        resource: &ResourceInfo,
+        entries: &[FileEntry],
+        files: Arc<dyn FileSource>,
+    ) -> Result<Checked, HandlerError> {
+        Ok(match self.runtime.check(&self.inner, resource, entries, files).await? {
+            Ok((warnings, _)) if self.strict && !warnings.is_empty() => Checked::Invalid { problems: warnings },
+            Ok((warnings, metadata)) => Checked::Valid { warnings, metadata: metadata.into_iter().collect() },
+            Err(problems) => Checked::Invalid { problems },
+        })
     }
 
     /// Guards a single-file change before it is applied.

@@ -19,14 +19,14 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::error::Elapsed;
-use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::component::{Component, ComponentExportIndex, HasSelf, Instance, InstancePre, Linker, ResourceTable};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store, Trap, UpdateDeadline,
 };
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::{self, HandlerPre};
+use super::bindings::{self, CheckFunc, HandlerCore, HandlerCoreIndices};
 use super::cache::{CacheConfig, ComponentCache};
 use super::files::{FileSource, InMemoryFiles, ReadError};
 use super::{
@@ -90,7 +90,7 @@ pub enum LoadError {
     NotAComponent(&'static str),
     #[error("not a valid WebAssembly component: {0}")]
     Compile(String),
-    #[error("does not implement the dial:handler@1.x world (built against 1.0.0 up to this host's 1.1.0): {0}")]
+    #[error("does not implement the dial:handler@1.x world (built against 1.0.0 up to this host's 1.2.0): {0}")]
     NotAHandler(String),
     #[error("describe failed: {0}")]
     Describe(HandlerError),
@@ -100,7 +100,11 @@ pub enum LoadError {
 
 /// A compiled, pre-linked handler component and what it said about itself.
 pub struct LoadedComponent {
-    pre: HandlerPre<CallState>,
+    pre: InstancePre<CallState>,
+    /// Where the 1.x exports are in an instance.
+    exports: HandlerCoreIndices,
+    /// The 1.2 `check` export, when the component has it (type-checked at load).
+    check: Option<ComponentExportIndex>,
     pub(super) description: HandlerDescription,
     pub(super) source: HandlerSource,
     pub(super) sha256: String,
@@ -124,6 +128,11 @@ impl LoadedComponent {
     /// `<type>@<version>`, the name used in error messages.
     pub fn label(&self) -> &str {
         &self.label
+    }
+
+    /// Whether a commit costs one call (`check`, WIT 1.2) rather than two.
+    pub fn has_check(&self) -> bool {
+        self.check.is_some()
     }
 }
 
@@ -156,7 +165,7 @@ impl Runtime {
         // Rust guests import WASI (stdio, env, exit) through std; the context
         // below grants none of it beyond what start-up needs.
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        bindings::Handler::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        bindings::HandlerCore::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
 
         let cache = cache.map(|config| ComponentCache::new(config, &engine));
         let permits = Arc::new(Semaphore::new(limits.max_concurrent_calls as usize));
@@ -189,14 +198,14 @@ impl Runtime {
             .map_err(|e| LoadError::Compile(e.to_string()))?
             .map_err(|e| LoadError::Compile(format!("{e:#}")))?
         };
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .and_then(HandlerPre::new)
-            .map_err(|e| LoadError::NotAHandler(format!("{e:#}")))?;
+        let pre = self.linker.instantiate_pre(&component).map_err(|e| LoadError::NotAHandler(format!("{e:#}")))?;
+        let exports = HandlerCoreIndices::new(&pre).map_err(|e| LoadError::NotAHandler(format!("{e:#}")))?;
+        let check = component.get_export_index(None, "check");
 
         let mut loaded = LoadedComponent {
             pre,
+            exports,
+            check,
             description: HandlerDescription {
                 type_name: String::new(),
                 group: String::new(),
@@ -208,9 +217,16 @@ impl Runtime {
             source,
             sha256,
         };
-        let (mut call, instance) =
+        let (mut call, instance, exports) =
             self.start(&loaded, Arc::new(InMemoryFiles::new()), "describe").await.map_err(LoadError::Describe)?;
-        let result = tokio::time::timeout(self.limits.wall_deadline, instance.call_describe(&mut call.store)).await;
+        if let Some(check) = &loaded.check {
+            check_func(&instance, &mut call.store, check).map_err(|e| {
+                LoadError::NotAHandler(format!(
+                    "its `check` export does not have the type dial:handler@1.2.0 gives it: {e:#}"
+                ))
+            })?;
+        }
+        let result = tokio::time::timeout(self.limits.wall_deadline, exports.call_describe(&mut call.store)).await;
         let description: HandlerDescription =
             call.finish(&loaded.label, &self.limits, result).map_err(LoadError::Describe)?.into();
         check_description(&description).map_err(LoadError::BadDescription)?;
@@ -228,10 +244,10 @@ impl Runtime {
     ) -> Result<Result<Vec<Problem>, Vec<Problem>>, HandlerError> {
         let resource = resource.into();
         let entries: Vec<_> = entries.iter().map(Into::into).collect();
-        let (mut call, instance) = self.start(component, files, "validate").await?;
+        let (mut call, _, exports) = self.start(component, files, "validate").await?;
         let result = tokio::time::timeout(
             self.limits.wall_deadline,
-            instance.call_validate(&mut call.store, &resource, &entries),
+            exports.call_validate(&mut call.store, &resource, &entries),
         )
         .await;
         let outcome = call.finish(&component.label, &self.limits, result)?;
@@ -247,10 +263,10 @@ impl Runtime {
     ) -> Result<Result<Vec<(String, String)>, Vec<Problem>>, HandlerError> {
         let resource = resource.into();
         let entries: Vec<_> = entries.iter().map(Into::into).collect();
-        let (mut call, instance) = self.start(component, files, "metadata").await?;
+        let (mut call, _, exports) = self.start(component, files, "metadata").await?;
         let result = tokio::time::timeout(
             self.limits.wall_deadline,
-            instance.call_build_marker_metadata(&mut call.store, &resource, &entries),
+            exports.call_build_marker_metadata(&mut call.store, &resource, &entries),
         )
         .await;
         let outcome = call.finish(&component.label, &self.limits, result)?;
@@ -263,14 +279,46 @@ impl Runtime {
         path: &str,
         op: Mutation,
     ) -> Result<Result<(), Problem>, HandlerError> {
-        let (mut call, instance) = self.start(component, Arc::new(InMemoryFiles::new()), "mutation").await?;
+        let (mut call, _, exports) = self.start(component, Arc::new(InMemoryFiles::new()), "mutation").await?;
         let result = tokio::time::timeout(
             self.limits.wall_deadline,
-            instance.call_validate_file_mutation(&mut call.store, path, op.into()),
+            exports.call_validate_file_mutation(&mut call.store, path, op.into()),
         )
         .await;
         let outcome = call.finish(&component.label, &self.limits, result)?;
         Ok(outcome.map_err(Into::into))
+    }
+
+    /// Everything one commit asks of the handler: warnings and metadata, or
+    /// the problems. One call of `check` when the component exports it (WIT
+    /// 1.2: one instance, one read, one parse); `validate` then
+    /// `build-marker-metadata` for components built against 1.0 or 1.1.
+    pub(super) async fn check(
+        &self,
+        component: &LoadedComponent,
+        resource: &ResourceInfo,
+        entries: &[FileEntry],
+        files: Arc<dyn FileSource>,
+    ) -> Result<Result<(Vec<Problem>, Vec<(String, String)>), Vec<Problem>>, HandlerError> {
+        let Some(check) = &component.check else {
+            let warnings = match self.validate(component, resource, entries, files.clone()).await? {
+                Ok(warnings) => warnings,
+                Err(problems) => return Ok(Err(problems)),
+            };
+            let metadata = self.build_marker_metadata(component, resource, entries, files).await?;
+            return Ok(metadata.map(|metadata| (warnings, metadata)));
+        };
+        let resource: bindings::ResourceInfo = resource.into();
+        let entries: Vec<bindings::FileEntry> = entries.iter().map(Into::into).collect();
+        let (mut call, instance, _) = self.start(component, files, "check").await?;
+        let result = tokio::time::timeout(self.limits.wall_deadline, async {
+            let func = check_func(&instance, &mut call.store, check)?;
+            let (outcome,) = func.call_async(&mut call.store, (&resource, &entries)).await?;
+            Ok(outcome)
+        })
+        .await;
+        let outcome = call.finish(&component.label, &self.limits, result)?;
+        Ok(outcome.map(|(warnings, metadata)| (problems(warnings), metadata)).map_err(problems))
     }
 
     /// A fresh store and instance for one call of the export `name`.
@@ -279,7 +327,7 @@ impl Runtime {
         component: &LoadedComponent,
         files: Arc<dyn FileSource>,
         name: &'static str,
-    ) -> Result<(Call, bindings::Handler), HandlerError> {
+    ) -> Result<(Call, Instance, HandlerCore), HandlerError> {
         let permit = self.permits.clone().acquire_owned().await.expect("the call semaphore is never closed");
         let started = Instant::now();
         let mut store = Store::new(&self.engine, CallState::new(files, &self.limits, component.label.clone()));
@@ -295,12 +343,17 @@ impl Runtime {
         });
         // Counted from now: without it the first yield would come late.
         store.set_epoch_deadline(1);
-        let result = tokio::time::timeout(self.limits.wall_deadline, component.pre.instantiate_async(&mut store)).await;
+        let result = tokio::time::timeout(self.limits.wall_deadline, async {
+            let instance = component.pre.instantiate_async(&mut store).await?;
+            let exports = component.exports.load(&mut store, &instance)?;
+            Ok((instance, exports))
+        })
+        .await;
         let call = Call { store, _permit: permit, name, started };
-        let instance = call
+        let (instance, exports) = call
             .classify(&component.label, &self.limits, result, |detail| HandlerErrorKind::Instantiate { detail })
             .inspect_err(|error| call.record(&component.label, Some(&error.kind)))?;
-        Ok((call, instance))
+        Ok((call, instance, exports))
     }
 }
 
@@ -366,6 +419,15 @@ impl Call {
         tracing::warn!(handler = label, error = %kind, "handler call failed");
         Err(HandlerError { handler: label.into(), kind })
     }
+}
+
+/// The `check` export of an instance, typed (which also checks its type).
+fn check_func<'a>(
+    instance: &Instance,
+    store: &mut Store<CallState>,
+    check: &ComponentExportIndex,
+) -> wasmtime::Result<CheckFunc<'a>> {
+    instance.get_typed_func(store, check)
 }
 
 /// The panic message the guest printed, if any, else the trap itself.

@@ -6,6 +6,7 @@
 //! is valid. `build_marker_metadata` of `remember` reports what an instance
 //! would inherit from an earlier call if instances were not fresh: a static
 //! counter, a static buffer and heap memory it marks before returning.
+//! `check` (WIT 1.2) does both in one call, as a commit asks.
 
 #[cfg(target_arch = "wasm32")]
 mod guest {
@@ -49,6 +50,15 @@ mod guest {
 
         fn validate_file_mutation(_path: String, _op: Mutation) -> Result<(), Problem> {
             Ok(())
+        }
+
+        /// What a commit asks (WIT 1.2): the same misbehaviour through one call.
+        fn check(
+            resource: ResourceInfo,
+            files: Vec<FileEntry>,
+        ) -> Result<(Vec<Problem>, Vec<(String, String)>), Vec<Problem>> {
+            let warnings = Self::validate(resource.clone(), files.clone())?;
+            Ok((warnings, Self::build_marker_metadata(resource, files)?))
         }
     }
 
