@@ -91,9 +91,9 @@ async fn metrics_move_with_the_traffic_and_name_no_resource() {
     let bytes_out = sample(&after, "dial_host_http_response_bytes_total", &[("route", "/v2/{*path}")]);
     assert!(bytes_out >= zip.bytes.len() as f64, "the ZIP's bytes: {bytes_out}");
 
-    let validate = [("handler", "skill@0.1.0"), ("call", "validate"), ("outcome", "ok")];
-    assert!(sample(&after, "dial_host_handler_calls_total", &validate) >= 2.0, "{after}");
-    assert!(sample(&after, "dial_host_handler_call_duration_seconds_count", &validate) >= 2.0, "{after}");
+    let check = [("handler", "skill@0.1.0"), ("call", "check"), ("outcome", "ok")];
+    assert!(sample(&after, "dial_host_handler_calls_total", &check) >= 2.0, "{after}");
+    assert!(sample(&after, "dial_host_handler_call_duration_seconds_count", &check) >= 2.0, "{after}");
     let store_op = |operation: &str, outcome: &str| {
         sample(&after, "dial_host_store_operations_total", &[("operation", operation), ("outcome", outcome)])
     };

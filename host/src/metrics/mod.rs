@@ -105,7 +105,7 @@ fn describe() {
     describe_gauge!(KEYS_ALIVE, "Per-request keys minted by this instance and not yet revoked");
 }
 
-/// One handler call: `call` is the export (`validate`, `metadata`,
+/// One handler call: `call` is the export (`check`, `validate`, `metadata`,
 /// `mutation`, `describe`), `outcome` `ok` or the failure's kind.
 pub fn handler_call(handler: &str, call: &'static str, outcome: &'static str, took: Duration) {
     let labels = [("handler", handler.to_string()), ("call", call.to_string()), ("outcome", outcome.to_string())];
