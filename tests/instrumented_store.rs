@@ -30,19 +30,25 @@ pub struct InstrumentedStore {
     gate: Mutex<Option<Gate>>,
 }
 
-/// Writes to paths ending in `suffix` wait for a permit; `arrived` counts
-/// writes that reached the gate.
+/// Writes to paths ending in `suffix` wait for a permit; `arrived` is
+/// notified as each reaches the gate, `waiting` counts those held now.
 #[derive(Debug, Clone)]
 pub struct Gate {
     suffix: String,
     permits: Arc<tokio::sync::Semaphore>,
     pub arrived: Arc<tokio::sync::Notify>,
+    pub waiting: Arc<AtomicUsize>,
 }
 
 impl Gate {
     /// Lets one held write (or the next one) through.
     pub fn release_one(&self) {
         self.permits.add_permits(1);
+    }
+
+    /// Lets every held write and all later ones through.
+    pub fn open(&self) {
+        self.permits.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
     }
 }
 
@@ -65,6 +71,7 @@ impl InstrumentedStore {
             suffix: suffix.to_string(),
             permits: Arc::new(tokio::sync::Semaphore::new(0)),
             arrived: Arc::new(tokio::sync::Notify::new()),
+            waiting: Arc::new(AtomicUsize::new(0)),
         };
         *self.gate.lock().unwrap() = Some(gate.clone());
         gate
@@ -73,8 +80,10 @@ impl InstrumentedStore {
     async fn pass_gate(&self, location: &Path) {
         let gate = self.gate.lock().unwrap().clone();
         if let Some(gate) = gate.filter(|g| location.as_ref().ends_with(&g.suffix)) {
+            gate.waiting.fetch_add(1, Ordering::SeqCst);
             gate.arrived.notify_one();
             gate.permits.acquire().await.expect("gate open").forget();
+            gate.waiting.fetch_sub(1, Ordering::SeqCst);
         }
     }
 

@@ -608,6 +608,7 @@ async fn a_staged_file_the_store_cannot_give_is_a_storage_error() {
     let target = node("s");
     let mut staging = engine.stage(&target, &handler, &Preconditions::default()).await.unwrap();
     staging.add_file("SKILL.md", body(&skill_md("x"))).await.unwrap();
+    staging.flush().await.unwrap();
     let staged: Vec<Path> =
         engine.store().list(Some(&target.paths().versions())).map_ok(|meta| meta.location).try_collect().await.unwrap();
     for path in &staged {
@@ -651,4 +652,117 @@ async fn a_create_whose_bucket_lock_is_lost_mid_commit_does_not_commit() {
         "the commit must give up, not write on a lost lock: {error}"
     );
     assert!(engine.live_marker(&target).await.unwrap().is_none(), "nothing was committed");
+}
+
+// ----- the upload path ---------------------------------------------------------
+
+/// A body of `content` in chunks of `chunk` bytes, as a network delivers it.
+fn chunked(content: &[u8], chunk: usize) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Unpin {
+    let chunks: Vec<_> = content.chunks(chunk.max(1)).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
+    stream::iter(chunks)
+}
+
+fn md5_hex(bytes: &[u8]) -> String {
+    use md5::{Digest, Md5};
+    Md5::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Small files are written in the background and large ones streamed;
+/// either way each file's etag is the MD5 of its bytes and the bytes read
+/// back are the bytes sent, at every size around the switch between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_write_path_stores_the_bytes_and_their_md5() {
+    let handler = skill_handler().await;
+    let dir = tempfile::tempdir().unwrap();
+    let local = dial_host::storage::open(&format!("file://{}", dir.path().display()), &Default::default()).unwrap();
+    for store in [Arc::new(InMemory::new()) as Arc<dyn ObjectStore>, local] {
+        let engine = engine_on(store, in_process_locks());
+        let target = node("sizes");
+        let small = 1 << 20;
+        let mut files: Vec<(String, Vec<u8>)> = vec![("SKILL.md".into(), skill_md("sizes"))];
+        for (i, size) in [0, 1, small - 1, small, small + 1, 3 * small + 17, 9 << 20].into_iter().enumerate() {
+            let content: Vec<u8> = (0..size).map(|b| (b * 31 + i) as u8).collect();
+            files.push((format!("data/f{i}.bin"), content));
+        }
+        let mut staging = engine.stage(&target, &handler, &Preconditions::default()).await.unwrap();
+        for (path, content) in &files {
+            staging.add_file(path, chunked(content, 64 << 10)).await.unwrap();
+        }
+        let marker = engine.commit(staging, &handler, &Preconditions::default(), None).await.unwrap().marker;
+        for (path, content) in &files {
+            assert_eq!(marker.files[path].etag, md5_hex(content), "{path}");
+            assert_eq!(marker.files[path].size, content.len() as u64, "{path}");
+        }
+        let expected: BTreeMap<String, Vec<u8>> = files.into_iter().collect();
+        assert_eq!(read_back(&engine, &target).await.unwrap(), expected);
+    }
+}
+
+/// While the store is slow, an upload holds at most eight small files in
+/// flight: the ninth waits for one of them instead of piling up in memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_waits_for_the_store_with_at_most_eight_small_files_in_flight() {
+    let handler = skill_handler().await;
+    let store = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
+    let engine = Arc::new(engine_on(store.clone(), in_process_locks()));
+    let gate = store.hold_writes_to(".bin");
+    let added = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let upload = tokio::spawn({
+        let (engine, handler, added) = (engine.clone(), handler.clone(), added.clone());
+        async move {
+            let target = node("slow");
+            let mut staging = engine.stage(&target, &handler, &Preconditions::default()).await?;
+            staging.add_file("SKILL.md", body(&skill_md("slow"))).await?;
+            for i in 0..20 {
+                staging.add_file(&format!("f{i:02}.bin"), body(&[i as u8; 1024])).await?;
+                added.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            engine.commit(staging, &handler, &Preconditions::default(), None).await
+        }
+    });
+    let eight_held = async {
+        while gate.waiting.load(std::sync::atomic::Ordering::SeqCst) < 8 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), eight_held).await.expect("eight writes reach the store at once");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(gate.waiting.load(std::sync::atomic::Ordering::SeqCst), 8, "eight writes in flight, no more");
+    assert_eq!(added.load(std::sync::atomic::Ordering::SeqCst), 8, "the ninth file waits for a slot");
+    assert!(!upload.is_finished());
+    gate.open();
+    let committed = upload.await.unwrap().unwrap();
+    assert_eq!(committed.marker.files.len(), 21);
+    assert_eq!(committed.marker.files["f07.bin"].etag, md5_hex(&[7u8; 1024]));
+}
+
+/// A small file's write that fails in the background fails the upload: no
+/// commit, and the sweep leaves nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_write_that_fails_fails_the_upload() {
+    let handler = skill_handler().await;
+    let store = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
+    let engine = engine_on(store.clone(), in_process_locks());
+    let target = node("failing");
+    let mut staging = engine.stage(&target, &handler, &Preconditions::default()).await.unwrap();
+    // The third file's write fails (and every later one, as after a crash).
+    store.arm(3);
+    let mut outcome = Ok(());
+    let files =
+        [("SKILL.md", skill_md("failing")), ("a.md", vec![1; 10]), ("b.md", vec![2; 10]), ("c.md", vec![3; 10])];
+    for (path, content) in &files {
+        outcome = staging.add_file(path, body(content)).await;
+        if outcome.is_err() {
+            break;
+        }
+    }
+    let outcome = match outcome {
+        Ok(()) => engine.commit(staging, &handler, &Preconditions::default(), None).await.map(|_| ()),
+        Err(error) => Err(error),
+    };
+    assert!(matches!(outcome, Err(FolderError::Storage(_))), "{outcome:?}");
+    store.disarm();
+    assert!(engine.live_marker(&target).await.unwrap().is_none(), "nothing was committed");
+    engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_no_orphans(&engine, &target).await;
 }

@@ -481,6 +481,39 @@ async fn names_the_store_cannot_hold_are_a_clear_400() {
     assert!(names(&listing).iter().any(|(name, _)| name == &fine), "{listing}");
 }
 
+/// On S3 too, SPEC §2's 900 bytes hold for the whole storage path of a file
+/// inside a resource, version prefix included, on every route that writes
+/// one — decided before anything is written. (S3 has no 239-byte segment
+/// limit: a long segment within the 900 bytes is stored.)
+#[tokio::test]
+async fn file_paths_past_900_bytes_are_refused_on_s3_too() {
+    let Some(moto) = crate::services::moto() else { return };
+    moto.create_bucket("paths");
+    let options: String = moto.storage_options().iter().map(|(k, v)| format!("{k} = {v:?}\n")).collect();
+    let f = Fixture::start(&format!("[storage]\nurl = \"s3://paths\"\n[storage.options]\n{options}")).await;
+    let skill = skill_md("s", "d");
+    let owner = [("Api-Key", OWNER)];
+    let put = f.put_skill("s", &[("SKILL.md", &skill)], &[]).await;
+    assert_eq!(put.status, 200, "{}", put.body);
+
+    let deep = vec!["d".repeat(200); 5].join("/");
+    let refused = |reply: &crate::support::Reply, what: &str| {
+        assert_eq!(reply.status, 400, "{what}: {}", reply.body);
+        assert!(reply.body.contains("too long") && reply.body.contains("900"), "{what}: {}", reply.body);
+    };
+    refused(&f.put_skill("s", &[("SKILL.md", &skill), (deep.as_str(), b"x")], &[]).await, "whole PUT");
+    refused(&f.put_skill("t", &[("SKILL.md", &skill), (deep.as_str(), b"x")], &[]).await, "whole PUT, new resource");
+    let single = f.client.put_files(&format!("{}/files/{deep}", f.url("s")), &owner, &[("x", b"x")]).await;
+    refused(&single, "single-file PUT");
+    assert_eq!(f.get(&f.url("s")).await.etag(), put.etag(), "nothing changed");
+    assert_eq!(f.get(&f.url("t")).await.status, 404, "nothing created");
+
+    let long_segments = format!("{}/{}", "a".repeat(300), "b".repeat(300));
+    let stored = f.put_skill("s", &[("SKILL.md", &skill), (long_segments.as_str(), b"x")], &[]).await;
+    assert_eq!(stored.status, 200, "{}", stored.body);
+    assert_eq!(f.get(&format!("{}/files/{long_segments}", f.url("s"))).await.body, "x");
+}
+
 /// DIAL's rules for file URLs, names, folder deletes and restores, as
 /// clients rely on them.
 #[tokio::test]

@@ -52,7 +52,7 @@ use crate::dependencies::DeclarationPolicy;
 use crate::etag::Preconditions;
 use crate::events::{EventAction, EventBus, ResourceEvent};
 use crate::folders::engine::now_ms;
-use crate::folders::marker::hex;
+use crate::folders::marker::{Md5Stream, hex};
 use crate::locks::LockService;
 use crate::resource_url::ResourceUrl;
 use crate::storage::PathLimits;
@@ -392,7 +392,7 @@ impl BlobService {
         E: Display,
     {
         let max = self.limits.max_file_size;
-        let mut hasher = Md5::new();
+        let hasher = Md5Stream::start();
         let mut size = 0u64;
         let mut buffered: Vec<Bytes> = Vec::new();
         let mut buffered_len = 0usize;
@@ -404,7 +404,7 @@ impl BlobService {
                 if size > max {
                     return Err(BlobError::UploadTooLarge { max });
                 }
-                hasher.update(&chunk);
+                hasher.update(chunk.clone()).await?;
                 match upload.as_mut() {
                     Some(writer) => {
                         writer.wait_for_capacity(MAX_PARTS_IN_FLIGHT).await?;
@@ -452,7 +452,7 @@ impl BlobService {
             Some(writer) => StagedBody::Multipart(writer),
             None => StagedBody::Memory(buffered),
         };
-        Ok(Staged { body, etag: hex(&hasher.finalize()), size, content_type })
+        Ok(Staged { body, etag: hasher.finish().await?, size, content_type })
     }
 
     /// The commit: under the resource lock, re-read, check the conditions,

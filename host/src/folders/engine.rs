@@ -16,9 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use futures_util::{Stream, StreamExt};
+use futures_util::{Stream, StreamExt, TryStreamExt};
 use indexmap::IndexMap;
-use md5::{Digest, Md5};
 use object_store::buffered::BufWriter;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
@@ -27,7 +26,9 @@ use tokio::io::AsyncWriteExt;
 
 use super::gc::GcJournal;
 use super::layout::{NodePaths, VERSIONS_DIR, decode_part};
-use super::marker::{FileRecord, FolderMarker, MarkerState, ResourceMarker, SCHEMA_VERSION, aggregate_etag, hex};
+use super::marker::{
+    FileRecord, FolderMarker, MarkerState, Md5Stream, ResourceMarker, SCHEMA_VERSION, aggregate_etag, hex, md5_hex_of,
+};
 use super::names::{NameError, check_file_path, check_no_file_folder_clash, check_node_segments};
 use crate::access::Shows;
 use crate::buckets::BucketLocation;
@@ -51,6 +52,18 @@ const VERSION_ID_LEN: usize = 36;
 const MAX_REBASES: usize = 4;
 /// Buffer of one streamed upload before it becomes a multipart upload.
 const UPLOAD_BUFFER_BYTES: usize = 8 << 20;
+/// Parts of one multipart upload in flight at once (with the buffer above,
+/// what a large file can hold in memory while the store catches up).
+const UPLOAD_PARTS_IN_FLIGHT: usize = 4;
+/// A file up to this size is read whole, then hashed and written in the
+/// background while the next file arrives; a larger one is streamed.
+const SMALL_FILE_BYTES: usize = 1 << 20;
+/// Small files of one upload being written at once, and the bytes they may
+/// hold: the memory an upload's overlap costs.
+const WRITES_IN_FLIGHT: usize = 8;
+const BYTES_IN_FLIGHT: usize = 8 << 20;
+/// Server-side copies one new version makes at once.
+const COPIES_IN_FLIGHT: usize = 8;
 
 /// Limits of one resource type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -206,7 +219,16 @@ struct ReadMarker<T> {
 pub struct Staging {
     node: Node,
     version: String,
+    /// Every file added so far; a small file still being written has its
+    /// size but no etag until [`Staging::flush`].
     files: BTreeMap<String, FileRecord>,
+    /// Small files being hashed and written: `(path, etag, bytes held)`.
+    /// Dropping the staging aborts them (what they wrote is the sweep's).
+    writes: tokio::task::JoinSet<Result<(String, String, usize), FolderError>>,
+    bytes_in_flight: usize,
+    /// Whether the resource was live when staging began: which locks the
+    /// commit takes first (it looks again under them).
+    existed: bool,
     limits: FolderLimits,
     /// Past it the staged version may already be judged garbage by the
     /// sweep: nothing more is written and the commit is refused.
@@ -216,9 +238,13 @@ pub struct Staging {
 }
 
 impl Staging {
-    /// Streams one file into the new version, enforcing the limits as bytes
-    /// arrive. On error the partial bytes stay for the sweep.
-    pub async fn add_file<S, E>(&mut self, path: &str, body: S) -> Result<(), FolderError>
+    /// Adds one file to the new version, enforcing the limits as bytes
+    /// arrive. A small file is read whole and then hashed and written in the
+    /// background (at most [`WRITES_IN_FLIGHT`] files, [`BYTES_IN_FLIGHT`]
+    /// bytes), so the next file's bytes arrive while it is stored; a larger
+    /// one is streamed, hashed alongside its writes. On error the partial
+    /// bytes stay for the sweep.
+    pub async fn add_file<S, E>(&mut self, path: &str, mut body: S) -> Result<(), FolderError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
@@ -233,9 +259,57 @@ impl Staging {
             return Err(FolderError::TooManyFiles { limit: self.limits.max_files });
         }
         let already = self.files.values().map(|f| f.size).sum::<u64>();
+        let counter = ByteCounter { path, limits: &self.limits, before: already, size: 0 };
+        let (head, counter) = read_head(&mut body, counter, self.deadline).await?;
         let target = self.node.paths.file(&self.version, path);
-        let record = write_streamed(&self.store, target, body, path, &self.limits, already, self.deadline).await?;
-        self.files.insert(path.to_string(), record);
+        let chunks = match head {
+            Head::Whole(chunks) => chunks,
+            Head::Start(head) => {
+                let record = write_streamed(&self.store, target, head, body, counter, self.deadline).await?;
+                self.files.insert(path.to_string(), record);
+                return Ok(());
+            }
+        };
+        let size = counter.size;
+        let held = size as usize;
+        while self.writes.len() >= WRITES_IN_FLIGHT
+            || (self.bytes_in_flight + held > BYTES_IN_FLIGHT && !self.writes.is_empty())
+        {
+            self.finish_one_write().await?;
+        }
+        // Nothing starts past the deadline: the sweep may own the version.
+        self.deadline.check()?;
+        self.bytes_in_flight += held;
+        self.files.insert(path.to_string(), FileRecord { etag: String::new(), size });
+        let (store, path) = (self.store.clone(), path.to_string());
+        self.writes.spawn(async move {
+            let hashed = chunks.clone();
+            let hash = tokio::task::spawn_blocking(move || md5_hex_of(&hashed));
+            let (etag, written) = tokio::join!(hash, store.put(&target, PutPayload::from_iter(chunks)));
+            written?;
+            let etag = etag.map_err(|error| FolderError::Storage(join_error(error)))?;
+            Ok((path, etag, held))
+        });
+        Ok(())
+    }
+
+    /// Waits for one background write and records its etag.
+    async fn finish_one_write(&mut self) -> Result<(), FolderError> {
+        let Some(joined) = self.writes.join_next().await else { return Ok(()) };
+        let (path, etag, held) = joined.map_err(|error| FolderError::Storage(join_error(error)))??;
+        self.bytes_in_flight -= held;
+        if let Some(record) = self.files.get_mut(&path) {
+            record.etag = etag;
+        }
+        Ok(())
+    }
+
+    /// Waits until every file added so far is stored; the first failed
+    /// write fails the upload. The commit starts with it.
+    pub async fn flush(&mut self) -> Result<(), FolderError> {
+        while !self.writes.is_empty() {
+            self.finish_one_write().await?;
+        }
         Ok(())
     }
 
@@ -267,44 +341,104 @@ impl Deadline {
     }
 }
 
-/// Streams `body` to `target`, hashing and counting; enforces the per-file
-/// and per-resource byte limits and the commit deadline while streaming, so
-/// nothing is written after the sweep may have judged the version garbage.
+/// Counts a file's bytes against the per-file and per-resource limits.
+struct ByteCounter<'a> {
+    path: &'a str,
+    limits: &'a FolderLimits,
+    /// Bytes of the resource's earlier files.
+    before: u64,
+    size: u64,
+}
+
+impl ByteCounter<'_> {
+    fn count(&mut self, chunk: &Bytes) -> Result<(), FolderError> {
+        self.size += chunk.len() as u64;
+        if self.size > self.limits.max_file_bytes {
+            return Err(FolderError::TooLarge(format!(
+                "File '{}' exceeds the limit of {} bytes per file",
+                self.path, self.limits.max_file_bytes
+            )));
+        }
+        if self.before + self.size > self.limits.max_total_bytes {
+            return Err(FolderError::TooLarge(format!(
+                "The resource exceeds the limit of {} bytes in total",
+                self.limits.max_total_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The first bytes of a file.
+enum Head {
+    /// The file ended within [`SMALL_FILE_BYTES`]: all of it.
+    Whole(Vec<Bytes>),
+    /// The file goes on; these chunks came first.
+    Start(Vec<Bytes>),
+}
+
+/// Reads a body until it ends or passes [`SMALL_FILE_BYTES`], counting and
+/// checking the deadline per chunk.
+async fn read_head<'a, S, E>(
+    body: &mut S,
+    mut counter: ByteCounter<'a>,
+    deadline: Deadline,
+) -> Result<(Head, ByteCounter<'a>), FolderError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    deadline.check()?;
+    let mut chunks = Vec::new();
+    while counter.size <= SMALL_FILE_BYTES as u64 {
+        let Some(chunk) = body.next().await else {
+            return Ok((Head::Whole(chunks), counter));
+        };
+        let chunk = chunk.map_err(read_failed)?;
+        deadline.check()?;
+        counter.count(&chunk)?;
+        chunks.push(chunk);
+    }
+    Ok((Head::Start(chunks), counter))
+}
+
+fn read_failed(error: impl std::fmt::Display) -> FolderError {
+    FolderError::BadRequest(format!("Failed to read the upload: {error}"))
+}
+
+fn join_error(error: tokio::task::JoinError) -> object_store::Error {
+    object_store::Error::Generic { store: "upload", source: Box::new(error) }
+}
+
+/// Streams a large file to `target`: the head already read, then the rest
+/// of `body`, hashed alongside the writes. Enforces the byte limits and the
+/// commit deadline while streaming, so nothing is written after the sweep
+/// may have judged the version garbage.
 async fn write_streamed<S, E>(
     store: &Arc<dyn ObjectStore>,
     target: Path,
+    head: Vec<Bytes>,
     mut body: S,
-    path: &str,
-    limits: &FolderLimits,
-    bytes_before: u64,
+    mut counter: ByteCounter<'_>,
     deadline: Deadline,
 ) -> Result<FileRecord, FolderError>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    let mut writer = BufWriter::with_capacity(store.clone(), target, UPLOAD_BUFFER_BYTES);
-    let mut hasher = Md5::new();
-    let mut size = 0u64;
+    let mut writer = BufWriter::with_capacity(store.clone(), target, UPLOAD_BUFFER_BYTES)
+        .with_max_concurrency(UPLOAD_PARTS_IN_FLIGHT);
+    let hasher = Md5Stream::start();
     let streamed: Result<(), FolderError> = async {
-        deadline.check()?;
+        for chunk in head {
+            hasher.update(chunk.clone()).await.map_err(FolderError::Storage)?;
+            writer.put(chunk).await?;
+        }
         while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| FolderError::BadRequest(format!("Failed to read the upload: {e}")))?;
+            let chunk = chunk.map_err(read_failed)?;
             deadline.check()?;
-            size += chunk.len() as u64;
-            if size > limits.max_file_bytes {
-                return Err(FolderError::TooLarge(format!(
-                    "File '{path}' exceeds the limit of {} bytes per file",
-                    limits.max_file_bytes
-                )));
-            }
-            if bytes_before + size > limits.max_total_bytes {
-                return Err(FolderError::TooLarge(format!(
-                    "The resource exceeds the limit of {} bytes in total",
-                    limits.max_total_bytes
-                )));
-            }
-            hasher.update(&chunk);
+            counter.count(&chunk)?;
+            hasher.update(chunk.clone()).await.map_err(FolderError::Storage)?;
             writer.put(chunk).await?;
         }
         Ok(())
@@ -319,7 +453,7 @@ where
     // entry written before staging covers what it left.
     writer.shutdown().await.map_err(io_to_storage)?;
     deadline.check()?;
-    Ok(FileRecord { etag: hex(&hasher.finalize()), size })
+    Ok(FileRecord { etag: hasher.finish().await.map_err(FolderError::Storage)?, size: counter.size })
 }
 
 fn io_to_storage(error: std::io::Error) -> FolderError {
@@ -512,9 +646,12 @@ impl FolderEngine {
         let deadline = self.commit_deadline();
         self.journal.record(node.paths.base(), Some(&version)).await?;
         Ok(Staging {
+            existed: current.is_some(),
             node: node.clone(),
             version,
             files: BTreeMap::new(),
+            writes: tokio::task::JoinSet::new(),
+            bytes_in_flight: 0,
             limits: self.limits(handler),
             deadline,
             path_limits: self.path_limits,
@@ -525,20 +662,22 @@ impl FolderEngine {
     /// Validates a staged version and commits it as the resource's current one.
     pub async fn commit(
         &self,
-        staging: Staging,
+        mut staging: Staging,
         handler: &Handler,
         conditions: &Preconditions,
         author: Option<String>,
     ) -> Result<Committed, FolderError> {
+        staging.flush().await?;
         let node = staging.node.clone();
         // Past the deadline the sweep may have removed staged files: stop
         // before the handler reads them.
         staging.deadline.check()?;
         let (metadata, warnings) = self.check_with_handler(&node, &staging.version, &staging.files, handler).await?;
         // Creating is structural (bucket lock); replacing is a content update
-        // (resource lock). If a concurrent delete turns a replace into a
-        // create, take the structural locks and look again.
-        let mut structural = self.live_marker(&node).await?.is_none();
+        // (resource lock). Staging saw which one this is likely to be; if a
+        // concurrent delete turned a replace into a create, take the
+        // structural locks and look again.
+        let mut structural = !staging.existed;
         let (_locks, existing) = loop {
             let locks = self.lock_for(&node, structural).await?;
             let existing = self.read_resource_marker(&node).await?;
@@ -618,12 +757,27 @@ impl FolderEngine {
         let mut staging = self.stage(target, handler, &create_only).await?;
         // The source's version stays readable for the grace period even if
         // the source changes meanwhile, so these copies are consistent.
-        for (path, record) in &marker.files {
-            let from = source.paths.file(&marker.current_version, path);
-            self.store.copy(&from, &target.paths.file(&staging.version, path)).await?;
-            staging.files.insert(path.clone(), record.clone());
-        }
+        let copies = marker
+            .files
+            .keys()
+            .map(|path| (source.paths.file(&marker.current_version, path), target.paths.file(&staging.version, path)));
+        self.copy_all(copies.collect()).await?;
+        staging.files.extend(marker.files.clone());
         self.commit(staging, handler, &create_only, author).await
+    }
+
+    /// Server-side copies, [`COPIES_IN_FLIGHT`] at a time.
+    async fn copy_all(&self, copies: Vec<(Path, Path)>) -> Result<(), FolderError> {
+        let store = self.store.clone();
+        futures_util::stream::iter(copies)
+            .map(move |(from, to)| {
+                let store = store.clone();
+                async move { store.copy(&from, &to).await }
+            })
+            .buffer_unordered(COPIES_IN_FLIGHT)
+            .try_for_each(|()| async { Ok(()) })
+            .await?;
+        Ok(())
     }
 
     /// Runs the handler on a version's file set: the problems, or the
@@ -786,8 +940,8 @@ impl FolderEngine {
             Some(body) => {
                 let others = based_on.marker.files.iter().filter(|(p, _)| p.as_str() != path).map(|(_, f)| f.size);
                 let target = node.paths.file(&version, path);
-                let record =
-                    write_streamed(&self.store, target.clone(), body, path, &limits, others.sum(), deadline).await?;
+                let counter = ByteCounter { path, limits: &limits, before: others.sum(), size: 0 };
+                let record = write_streamed(&self.store, target.clone(), Vec::new(), body, counter, deadline).await?;
                 Some((target, record))
             }
             None => None,
@@ -878,10 +1032,9 @@ impl FolderEngine {
                 )));
             }
         }
-        for file in files.keys() {
-            let from = node.paths.file(&based_on.current_version, file);
-            self.store.copy(&from, &node.paths.file(version, file)).await?;
-        }
+        let copies =
+            files.keys().map(|file| (node.paths.file(&based_on.current_version, file), node.paths.file(version, file)));
+        self.copy_all(copies.collect()).await?;
         if let Some((object, record)) = uploaded {
             if copy_upload {
                 self.store.copy(object, &node.paths.file(version, path)).await?;

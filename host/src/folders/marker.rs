@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
 use indexmap::IndexMap;
 use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
@@ -108,6 +109,54 @@ impl FolderMarker {
 /// MD5 hex of bytes: the etag of one file or JSON document.
 pub fn md5_hex(bytes: &[u8]) -> String {
     hex(&Md5::digest(bytes))
+}
+
+/// MD5 hex of bytes that arrived in chunks.
+pub fn md5_hex_of(chunks: &[Bytes]) -> String {
+    let mut hasher = Md5::new();
+    chunks.iter().for_each(|chunk| hasher.update(chunk));
+    hex(&hasher.finalize())
+}
+
+/// MD5 on a blocking thread, fed chunk by chunk, so a large upload is hashed
+/// while its bytes go out rather than in line with them (MD5 runs at about
+/// the speed a local disk writes).
+pub struct Md5Stream {
+    chunks: Option<tokio::sync::mpsc::Sender<Bytes>>,
+    digest: tokio::task::JoinHandle<String>,
+}
+
+impl Md5Stream {
+    /// Chunks queued for the hasher at most (the memory it may hold).
+    const QUEUE: usize = 16;
+
+    pub fn start() -> Self {
+        let (sender, mut receiver) = tokio::sync::mpsc::channel::<Bytes>(Self::QUEUE);
+        let digest = tokio::task::spawn_blocking(move || {
+            let mut hasher = Md5::new();
+            while let Some(chunk) = receiver.blocking_recv() {
+                hasher.update(&chunk);
+            }
+            hex(&hasher.finalize())
+        });
+        Self { chunks: Some(sender), digest }
+    }
+
+    /// Queues a chunk (cheap: `Bytes` is shared, not copied).
+    pub async fn update(&self, chunk: Bytes) -> Result<(), object_store::Error> {
+        let sender = self.chunks.as_ref().expect("updated after finish");
+        sender.send(chunk).await.map_err(|_| hashing_failed("the hashing thread stopped".into()))
+    }
+
+    /// The hex digest of every chunk queued.
+    pub async fn finish(mut self) -> Result<String, object_store::Error> {
+        self.chunks = None;
+        (&mut self.digest).await.map_err(|error| hashing_failed(Box::new(error)))
+    }
+}
+
+fn hashing_failed(source: Box<dyn std::error::Error + Send + Sync>) -> object_store::Error {
+    object_store::Error::Generic { store: "upload", source }
 }
 
 /// The aggregate etag: MD5 over the sorted `(path, file etag)` pairs, so it
