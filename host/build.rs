@@ -12,7 +12,8 @@ use std::process::Command;
 
 const GUEST_TARGET: &str = "wasm32-wasip2";
 const GUEST_PROFILE: &str = "wasm-guest";
-const GUEST_PACKAGES: &[&str] = &["dial-skill-handler", "misbehaving-guest", "not-a-handler", "handler-1-0"];
+const GUEST_PACKAGES: &[&str] =
+    &["dial-skill-handler", "misbehaving-guest", "not-a-handler", "handler-1-0", "bad-check"];
 
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));

@@ -292,6 +292,13 @@ async fn components_of_another_world_are_refused_at_load() {
     damaged.truncate(damaged.len() / 2);
     let error = runtime.load(damaged, HandlerSource::File("cut.wasm".into())).await.err().unwrap();
     assert!(matches!(error, LoadError::Compile(_)), "{error}");
+
+    // A `check` export of another type than 1.2's is refused when loaded,
+    // not discovered by the first commit.
+    let bad_check = std::fs::read(guest("bad_check")).unwrap();
+    let error = runtime.load(bad_check, HandlerSource::File("bad-check.wasm".into())).await.err().unwrap();
+    assert!(matches!(error, LoadError::NotAHandler(_)), "{error}");
+    assert!(error.to_string().contains("`check` export does not have the type dial:handler@1.2.0"), "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
