@@ -766,3 +766,38 @@ async fn a_background_write_that_fails_fails_the_upload() {
     engine.sweep_with_grace(Duration::ZERO).await.unwrap();
     assert_no_orphans(&engine, &target).await;
 }
+
+/// A client that stalls in the middle of a large file holds no blocking
+/// thread: the MD5 runs on the blocking pool only while it hashes a batch.
+/// (With one blocking thread, anything else needing the pool would wait for
+/// the stalled client otherwise.)
+#[test]
+fn a_stalled_large_upload_holds_no_blocking_thread() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let handler = skill_handler().await;
+        let engine = engine_on(Arc::new(InMemory::new()), in_process_locks());
+        let target = node("stalled");
+        let mut staging = engine.stage(&target, &handler, &Preconditions::default()).await.unwrap();
+        let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+        let body = Box::pin(stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|item| (item, receiver))
+        }));
+        let upload = tokio::spawn(async move { staging.add_file("big.bin", body).await.map(|()| staging) });
+        // Past the small-file size, then nothing more for a while.
+        sender.send(Ok(Bytes::from(vec![7u8; 3 << 20]))).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let other = tokio::task::spawn_blocking(|| 42);
+        let answered = tokio::time::timeout(Duration::from_secs(5), other).await;
+        assert_eq!(answered.expect("the blocking pool is free while the client stalls").unwrap(), 42);
+        sender.send(Ok(Bytes::from(vec![8u8; 1 << 20]))).await.unwrap();
+        drop(sender);
+        let staging = upload.await.unwrap().unwrap();
+        assert_eq!(staging.file_count(), 1);
+    });
+}

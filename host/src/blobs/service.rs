@@ -392,7 +392,7 @@ impl BlobService {
         E: Display,
     {
         let max = self.limits.max_file_size;
-        let hasher = Md5Stream::start();
+        let mut hasher = Md5Stream::start();
         let mut size = 0u64;
         let mut buffered: Vec<Bytes> = Vec::new();
         let mut buffered_len = 0usize;

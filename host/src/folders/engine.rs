@@ -428,7 +428,7 @@ where
 {
     let mut writer = BufWriter::with_capacity(store.clone(), target, UPLOAD_BUFFER_BYTES)
         .with_max_concurrency(UPLOAD_PARTS_IN_FLIGHT);
-    let hasher = Md5Stream::start();
+    let mut hasher = Md5Stream::start();
     let streamed: Result<(), FolderError> = async {
         for chunk in head {
             hasher.update(chunk.clone()).await.map_err(FolderError::Storage)?;

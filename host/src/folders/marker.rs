@@ -118,45 +118,61 @@ pub fn md5_hex_of(chunks: &[Bytes]) -> String {
     hex(&hasher.finalize())
 }
 
-/// MD5 on a blocking thread, fed chunk by chunk, so a large upload is hashed
-/// while its bytes go out rather than in line with them (MD5 runs at about
-/// the speed a local disk writes).
+/// MD5 of a stream, computed on the blocking pool in batches of
+/// [`Md5Stream::BATCH`] bytes while the next batch arrives, so a large upload
+/// is hashed alongside its writes (MD5 runs at about the speed a local disk
+/// writes). A blocking thread is taken only while a batch is hashed, never
+/// while the client is slow; at most two batches are held.
 pub struct Md5Stream {
-    chunks: Option<tokio::sync::mpsc::Sender<Bytes>>,
-    digest: tokio::task::JoinHandle<String>,
+    pending: Vec<Bytes>,
+    pending_bytes: usize,
+    /// The batch being hashed, or the hasher between batches.
+    running: Option<tokio::task::JoinHandle<Md5>>,
+    idle: Option<Md5>,
 }
 
 impl Md5Stream {
-    /// Chunks queued for the hasher at most (the memory it may hold).
-    const QUEUE: usize = 16;
+    const BATCH: usize = 1 << 20;
 
     pub fn start() -> Self {
-        let (sender, mut receiver) = tokio::sync::mpsc::channel::<Bytes>(Self::QUEUE);
-        let digest = tokio::task::spawn_blocking(move || {
-            let mut hasher = Md5::new();
-            while let Some(chunk) = receiver.blocking_recv() {
-                hasher.update(&chunk);
-            }
-            hex(&hasher.finalize())
-        });
-        Self { chunks: Some(sender), digest }
+        Self { pending: Vec::new(), pending_bytes: 0, running: None, idle: Some(Md5::new()) }
     }
 
-    /// Queues a chunk (cheap: `Bytes` is shared, not copied).
-    pub async fn update(&self, chunk: Bytes) -> Result<(), object_store::Error> {
-        let sender = self.chunks.as_ref().expect("updated after finish");
-        sender.send(chunk).await.map_err(|_| hashing_failed("the hashing thread stopped".into()))
+    /// Adds a chunk (cheap: `Bytes` is shared, not copied); waits only when
+    /// a full batch is ready and the previous one is still being hashed.
+    pub async fn update(&mut self, chunk: Bytes) -> Result<(), object_store::Error> {
+        self.pending_bytes += chunk.len();
+        self.pending.push(chunk);
+        if self.pending_bytes >= Self::BATCH {
+            self.dispatch().await?;
+        }
+        Ok(())
     }
 
-    /// The hex digest of every chunk queued.
+    /// The hex digest of every chunk added.
     pub async fn finish(mut self) -> Result<String, object_store::Error> {
-        self.chunks = None;
-        (&mut self.digest).await.map_err(|error| hashing_failed(Box::new(error)))
+        self.dispatch().await?;
+        let hasher = self.running.take().expect("dispatched").await.map_err(hashing_failed)?;
+        Ok(hex(&hasher.finalize()))
+    }
+
+    async fn dispatch(&mut self) -> Result<(), object_store::Error> {
+        let mut hasher = match self.running.take() {
+            Some(running) => running.await.map_err(hashing_failed)?,
+            None => self.idle.take().expect("a hasher between batches"),
+        };
+        let batch = std::mem::take(&mut self.pending);
+        self.pending_bytes = 0;
+        self.running = Some(tokio::task::spawn_blocking(move || {
+            batch.iter().for_each(|chunk| hasher.update(chunk));
+            hasher
+        }));
+        Ok(())
     }
 }
 
-fn hashing_failed(source: Box<dyn std::error::Error + Send + Sync>) -> object_store::Error {
-    object_store::Error::Generic { store: "upload", source }
+fn hashing_failed(error: tokio::task::JoinError) -> object_store::Error {
+    object_store::Error::Generic { store: "upload", source: Box::new(error) }
 }
 
 /// The aggregate etag: MD5 over the sorted `(path, file etag)` pairs, so it
