@@ -50,6 +50,11 @@ pub struct Preconditions {
 pub struct PreconditionFailed(pub String);
 
 impl Preconditions {
+    /// `If-None-Match: *`: the write creates, never replaces.
+    pub fn create_only() -> Self {
+        Self { if_match: None, if_none_match: Some(EtagMatch::Any) }
+    }
+
     /// A header that is not ASCII is still a condition: it matches no etag
     /// (etags are hex), so `If-Match` with it fails rather than being ignored.
     pub fn from_headers(headers: &HeaderMap) -> Self {

@@ -12,6 +12,7 @@ mod limits;
 mod metrics;
 mod outage;
 mod publication;
+mod resource_ops;
 #[path = "../services.rs"]
 mod services;
 mod shared_services;

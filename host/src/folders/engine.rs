@@ -33,7 +33,7 @@ use super::names::{NameError, check_file_path, check_no_file_folder_clash, check
 use crate::access::Shows;
 use crate::buckets::BucketLocation;
 use crate::config::{FoldersConfig, TypeSettings};
-use crate::etag::{EtagMatch, PreconditionFailed, Preconditions};
+use crate::etag::{PreconditionFailed, Preconditions};
 use crate::events::{EventAction, EventBus, ResourceEvent};
 use crate::handlers::files::ReadFuture;
 use crate::handlers::{
@@ -741,20 +741,21 @@ impl FolderEngine {
         Ok(Committed { marker, created: creating })
     }
 
-    /// Copies the live version of `source` to a new resource at `target`
-    /// (which must not exist): server-side copies into a new version, then
-    /// the same validation and commit as a PUT, so `target` gets a fresh,
-    /// valid marker with the same aggregate etag. Publication's hops use it.
+    /// Copies the live version of `source` to `target` if `conditions` hold
+    /// there: server-side copies into a new version, then the same
+    /// validation and commit as a PUT, so `target` gets a fresh, valid
+    /// marker with the same aggregate etag. Publication's hops and the
+    /// copy/move operations use it.
     pub async fn copy_resource(
         &self,
         source: &Node,
         target: &Node,
         handler: &Handler,
         author: Option<String>,
+        conditions: &Preconditions,
     ) -> Result<Committed, FolderError> {
         let marker = self.resource_for_read(source).await?;
-        let create_only = Preconditions { if_none_match: Some(EtagMatch::Any), ..Preconditions::default() };
-        let mut staging = self.stage(target, handler, &create_only).await?;
+        let mut staging = self.stage(target, handler, conditions).await?;
         // The source's version stays readable for the grace period even if
         // the source changes meanwhile, so these copies are consistent.
         let copies = marker
@@ -763,7 +764,7 @@ impl FolderEngine {
             .map(|path| (source.paths.file(&marker.current_version, path), target.paths.file(&staging.version, path)));
         self.copy_all(copies.collect()).await?;
         staging.files.extend(marker.files.clone());
-        self.commit(staging, handler, &create_only, author).await
+        self.commit(staging, handler, conditions, author).await
     }
 
     /// Server-side copies, [`COPIES_IN_FLIGHT`] at a time.

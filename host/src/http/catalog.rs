@@ -7,7 +7,7 @@ use crate::blobs::service::Download;
 use crate::blobs::{BlobGroup, BlobTarget};
 use crate::buckets::BucketLocation;
 use crate::dependencies::DeclarationPolicy;
-use crate::etag::{EtagMatch, Preconditions};
+use crate::etag::Preconditions;
 use crate::folders::Node;
 use crate::handlers::Handler;
 use crate::resource_url::{Intent, ResourceUrl};
@@ -108,10 +108,10 @@ pub async fn exists(state: &AppState, link: &Link) -> Result<bool, ApiError> {
     }
 }
 
-/// Copies the item `source` names to `target` (same group), which must not
-/// exist: a v2 resource gets a fresh, re-validated marker with the same
-/// aggregate etag; a v1 item is streamed, never held whole. Returns the etag
-/// the target was created with.
+/// Copies the item `source` names to `target` (same group) if `conditions`
+/// hold there (publication: create only): a v2 resource gets a fresh,
+/// re-validated marker with the same aggregate etag; a v1 item is streamed,
+/// never held whole. Returns the etag the target was written with.
 /// `policy`: what the writer of the copy may declare (applications).
 pub async fn copy(
     state: &AppState,
@@ -119,13 +119,13 @@ pub async fn copy(
     target: &Link,
     author: Option<String>,
     policy: &DeclarationPolicy,
+    conditions: &Preconditions,
 ) -> Result<String, ApiError> {
-    let create_only = Preconditions { if_none_match: Some(EtagMatch::Any), ..Preconditions::default() };
     match &source.kind {
         Kind::Folder(handler) => {
             let from = Node::new(source.url.clone(), source.location.clone())?;
             let to = Node::new(target.url.clone(), target.location.clone())?;
-            Ok(state.folders().copy_resource(&from, &to, handler, author).await?.marker.etag)
+            Ok(state.folders().copy_resource(&from, &to, handler, author, conditions).await?.marker.etag)
         }
         Kind::Blob(group) => {
             let from = BlobTarget::new(source.url.clone(), source.location.clone())?;
@@ -135,9 +135,9 @@ pub async fn copy(
                 unreachable!("no If-None-Match was sent");
             };
             let committed = if group.is_json() {
-                state.blobs().put_json(&to, body, Some(meta.content_length), &create_only, author, policy).await?
+                state.blobs().put_json(&to, body, Some(meta.content_length), conditions, author, policy).await?
             } else {
-                state.blobs().put_file(&to, body, Some(&meta.content_type), &create_only, author).await?
+                state.blobs().put_file(&to, body, Some(&meta.content_type), conditions, author).await?
             };
             Ok(committed.meta.etag)
         }

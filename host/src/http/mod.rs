@@ -7,6 +7,7 @@ pub mod error;
 pub mod extract;
 mod multipart;
 mod publication;
+mod resource_ops;
 mod routes;
 mod sharing;
 mod v1;
@@ -156,6 +157,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/ops/resource/share/discard", post(sharing::discard))
         .route("/v1/ops/resource/share/revoke", post(sharing::revoke))
         .route("/v1/ops/resource/share/copy", post(sharing::copy))
+        .route("/v1/ops/resource/copy", post(resource_ops::copy))
+        .route("/v1/ops/resource/move", post(resource_ops::r#move))
         .route("/v1/ops/publication/create", post(publication::create))
         .route("/v1/ops/publication/list", post(publication::list))
         .route("/v1/ops/publication/get", post(publication::get))

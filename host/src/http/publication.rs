@@ -183,7 +183,9 @@ pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes)
     for (index, plan) in planned.iter().enumerate() {
         let (Some(source), Some(review)) = (&plan.source, &plan.review) else { continue };
         let policy = state.declaration_policy(&caller);
-        if let Err(error) = catalog::copy(&state, source, review, author_name.clone(), &policy).await {
+        if let Err(error) =
+            catalog::copy(&state, source, review, author_name.clone(), &policy, &Preconditions::create_only()).await
+        {
             remove_review_copies(&state, &planned[..index]).await;
             return Err(error);
         }
@@ -453,7 +455,8 @@ async fn apply_before_decision(
         let target = catalog::parse_link(state, &resource.target_url)?;
         let review_url = resource.review_url.as_deref().unwrap_or_default();
         let review = catalog::parse_link(state, review_url)?;
-        let etag = catalog::copy(state, &review, &target, author.clone(), policy).await?;
+        let etag =
+            catalog::copy(state, &review, &target, author.clone(), policy, &Preconditions::create_only()).await?;
         applied.copies.push((target, etag));
     }
     if !publication.rules.is_empty() {

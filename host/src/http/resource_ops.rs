@@ -1,0 +1,95 @@
+//! `POST /v1/ops/resource/copy` and `/v1/ops/resource/move`: one item of any
+//! type, v1 or v2, copied or moved server-side (SPEC §11).
+//!
+//! Both are one commit at the destination (a v2 resource gets a fresh,
+//! re-validated version and marker; a v1 item one conditional write); a move
+//! then deletes the source, so a crash in between leaves the source intact
+//! and the destination old or new, never neither.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+
+use super::AppState;
+use super::catalog::{self, Link};
+use super::error::ApiError;
+use crate::access::{Permission, Resource};
+use crate::auth::Caller;
+use crate::etag::Preconditions;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TransferRequest {
+    source_url: Option<String>,
+    destination_url: Option<String>,
+    #[serde(default)]
+    overwrite: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Transfer {
+    Copy,
+    Move,
+}
+
+/// `POST /v1/ops/resource/copy`: READ on the source, WRITE on the destination.
+pub async fn copy(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<StatusCode, ApiError> {
+    transfer(&state, &caller, &bytes, Transfer::Copy).await
+}
+
+/// `POST /v1/ops/resource/move`: WRITE on both. Within one bucket the
+/// source's shares move with it; across buckets they end (as DIAL).
+pub async fn r#move(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<StatusCode, ApiError> {
+    transfer(&state, &caller, &bytes, Transfer::Move).await
+}
+
+async fn transfer(state: &AppState, caller: &Caller, bytes: &Bytes, kind: Transfer) -> Result<StatusCode, ApiError> {
+    let verb = if kind == Transfer::Copy { "copy" } else { "move" };
+    let request: TransferRequest = serde_json::from_slice(bytes).map_err(|error| {
+        tracing::debug!(%error, "{verb} request");
+        ApiError::bad_request(format!("Can't initiate {verb} resource request. Incorrect body provided"))
+    })?;
+    let source = request.source_url.ok_or_else(|| ApiError::bad_request("sourceUrl must be provided"))?;
+    let destination =
+        request.destination_url.ok_or_else(|| ApiError::bad_request("destinationUrl must be provided"))?;
+    let source = catalog::canonical(state, catalog::parse_link(state, &source)?).await?;
+    let destination = catalog::canonical(state, catalog::parse_link(state, &destination)?).await?;
+    if source.url.group() != destination.url.group() {
+        return Err(ApiError::bad_request("source and destination resources must be the same type"));
+    }
+    for link in [&source, &destination] {
+        if link.url.is_folder() {
+            return Err(ApiError::bad_request(format!(
+                "{} is a folder: only items can be copied or moved",
+                link.key()
+            )));
+        }
+    }
+    if source.key() == destination.key() {
+        return Err(ApiError::bad_request("source and destination resources cannot be the same"));
+    }
+    let needed_on_source = if kind == Transfer::Copy { Permission::Read } else { Permission::Write };
+    check(state, caller, &source, needed_on_source).await?;
+    check(state, caller, &destination, Permission::Write).await?;
+    if !catalog::exists(state, &source).await? {
+        return Err(ApiError::not_found(&source.key()));
+    }
+
+    let conditions = if request.overwrite { Preconditions::default() } else { Preconditions::create_only() };
+    let policy = state.declaration_policy(caller);
+    catalog::copy(state, &source, &destination, Some(caller.author_name()), &policy, &conditions).await?;
+    if kind == Transfer::Move {
+        if source.location == destination.location {
+            state.access().sharing().copy(&source.location, &source.key(), &destination.key()).await?;
+        }
+        // Ends the source's shares and invitations, as every delete does.
+        catalog::delete(state, &source, &Preconditions::default()).await?;
+    }
+    Ok(StatusCode::OK)
+}
+
+async fn check(state: &AppState, caller: &Caller, link: &Link, permission: Permission) -> Result<(), ApiError> {
+    let resource = Resource { url: &link.url, location: &link.location };
+    Ok(state.access().check(caller, resource, permission).await?)
+}
