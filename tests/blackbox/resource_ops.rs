@@ -189,3 +189,85 @@ async fn a_move_carries_shares_within_a_bucket_and_ends_them_across() {
     assert_eq!(recreated.status, 200);
     assert_eq!(f.get(&f.bob, &format!("/v2/skills/{a}/t")).await.status, 403, "and does not come back");
 }
+
+/// Moves cut off by a SIGKILL at whatever point they reached: after a
+/// restart every skill is whole at its source, its destination or both —
+/// never at neither, never half there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moves_cut_off_by_a_sigkill_leave_the_source_or_the_destination_whole() {
+    const KEY: &str = "mover-key";
+    const SKILLS: usize = 32;
+    let setup = Setup::new();
+    let config =
+        setup.config(&format!("[encryption]\nsecret = \"s\"\n[keys.{KEY}]\nproject = \"p\"\nroles = [\"user\"]\n"));
+    let auth = [("Api-Key", KEY)];
+    // (only at the source, at both, only at the destination), over all rounds.
+    let mut outcomes = (0, 0, 0);
+    // Round 0 measures how long the batch of moves takes; rounds 1–3 kill
+    // the server a quarter, a half and three quarters of the way through.
+    let mut batch = std::time::Duration::ZERO;
+    for round in 0..4u32 {
+        let server = setup.start(Some(&config), &[]);
+        let client = server.client();
+        let bucket = client.get("/v1/bucket", &auth).await.json()["bucket"].as_str().unwrap().to_string();
+        let mut etags = Vec::new();
+        for i in 0..SKILLS {
+            let skill_md = format!("---\nname: r{round}-s{i}\ndescription: Moved around.\n---\n# r{round}-s{i}\n");
+            let data: Vec<Vec<u8>> = (0..6).map(|f| vec![(i * 8 + f) as u8; 256 << 10]).collect();
+            let names: Vec<String> = (0..data.len()).map(|f| format!("data/{f}.bin")).collect();
+            let mut files: Vec<(&str, &[u8])> = vec![("SKILL.md", skill_md.as_bytes())];
+            files.extend(names.iter().map(String::as_str).zip(data.iter().map(Vec::as_slice)));
+            let put = client.put_files(&format!("/v2/skills/{bucket}/r{round}-s{i}"), &auth, &files).await;
+            assert_eq!(put.status, 200, "{}", put.body);
+            etags.push(put.etag());
+        }
+        let mut moves = tokio::task::JoinSet::new();
+        // Plain reqwest: the requests the kill cuts off fail, and that is fine.
+        let http = reqwest::Client::new();
+        for i in 0..SKILLS {
+            let body = json!({
+                "sourceUrl": format!("skills/{bucket}/r{round}-s{i}"),
+                "destinationUrl": format!("skills/{bucket}/moved/r{round}-s{i}"),
+            });
+            let request = http.post(format!("{}/v1/ops/resource/move", server.url)).header("Api-Key", KEY);
+            let request = request.body(body.to_string());
+            moves.spawn(async move { request.send().await.map(|reply| reply.status()) });
+        }
+        if round == 0 {
+            let started = std::time::Instant::now();
+            while let Some(moved) = moves.join_next().await {
+                assert_eq!(moved.unwrap().unwrap(), 200);
+            }
+            batch = started.elapsed();
+            continue;
+        }
+        tokio::time::sleep(batch * round / 4).await;
+        let pid = server.pid().to_string();
+        assert!(std::process::Command::new("kill").args(["-KILL", &pid]).status().unwrap().success());
+        moves.abort_all();
+        drop(server);
+
+        let server = setup.start(Some(&config), &[]);
+        let client = server.client();
+        for (i, etag) in etags.iter().enumerate() {
+            let source = client.get(&format!("/v2/skills/{bucket}/r{round}-s{i}"), &auth).await;
+            let destination = client.get(&format!("/v2/skills/{bucket}/moved/r{round}-s{i}"), &auth).await;
+            let whole: Vec<&Reply> = [&source, &destination].into_iter().filter(|r| r.status == 200).collect();
+            assert!(!whole.is_empty(), "round {round}, skill {i}: neither the source nor the destination is there");
+            for reply in whole {
+                assert_eq!(&reply.etag(), etag, "round {round}, skill {i}: a copy differs from what was moved");
+            }
+            for reply in [&source, &destination] {
+                assert!(matches!(reply.status, 200 | 404), "round {round}, skill {i}: {}", reply.status);
+            }
+            match (source.status, destination.status) {
+                (200, 404) => outcomes.0 += 1,
+                (200, 200) => outcomes.1 += 1,
+                _ => outcomes.2 += 1,
+            }
+        }
+        drop(server);
+    }
+    eprintln!("skills only at the source, at both, only at the destination: {outcomes:?}");
+    assert!(outcomes.0 > 0 && outcomes.2 > 0, "the kills came before or after every move: {outcomes:?}");
+}
