@@ -213,7 +213,7 @@ async fn moves_cut_off_by_a_sigkill_leave_the_source_or_the_destination_whole() 
         let mut etags = Vec::new();
         for i in 0..SKILLS {
             let skill_md = format!("---\nname: r{round}-s{i}\ndescription: Moved around.\n---\n# r{round}-s{i}\n");
-            let data: Vec<Vec<u8>> = (0..6).map(|f| vec![(i * 8 + f) as u8; 256 << 10]).collect();
+            let data: Vec<Vec<u8>> = (0..6).map(|f| vec![(i * 8 + f) as u8; 16 << 10]).collect();
             let names: Vec<String> = (0..data.len()).map(|f| format!("data/{f}.bin")).collect();
             let mut files: Vec<(&str, &[u8])> = vec![("SKILL.md", skill_md.as_bytes())];
             files.extend(names.iter().map(String::as_str).zip(data.iter().map(Vec::as_slice)));
