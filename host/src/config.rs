@@ -41,6 +41,21 @@ pub struct Config {
     pub proxy: ProxyConfig,
     pub per_request_key: PerRequestKeyConfig,
     pub audit: AuditConfig,
+    pub feed: FeedConfig,
+}
+
+/// The change feed (`POST /v1/ops/resource/subscribe`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FeedConfig {
+    /// Seconds between SSE comment heartbeats on an idle subscription.
+    pub heartbeat_seconds: u64,
+}
+
+impl Default for FeedConfig {
+    fn default() -> Self {
+        Self { heartbeat_seconds: 15 }
+    }
 }
 
 /// The resource-dependency audit trail (always on the tracing target
@@ -73,6 +88,7 @@ impl Default for Config {
             proxy: ProxyConfig::default(),
             per_request_key: PerRequestKeyConfig::default(),
             audit: AuditConfig::default(),
+            feed: FeedConfig::default(),
         }
     }
 }

@@ -232,7 +232,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
         .with_path_limits(PathLimits::for_url(&config.storage_url())),
     );
     let folders = Arc::new(
-        FolderEngine::new(store.clone(), locks, events, config.folders.clone(), config.handlers.types.clone())
+        FolderEngine::new(store.clone(), locks, events.clone(), config.folders.clone(), config.handlers.types.clone())
             .with_path_limits(PathLimits::for_url(&config.storage_url())),
     );
     if config.folders.gc_interval_seconds > 0 {
@@ -272,6 +272,8 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
         folders,
         blobs,
         redis: redis.map(|(_, connection)| connection),
+        events,
+        feed_heartbeat: Duration::from_secs(config.feed.heartbeat_seconds.max(1)),
     }))
 }
 

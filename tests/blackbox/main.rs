@@ -7,6 +7,7 @@ mod connections;
 mod dependencies;
 mod deployments;
 mod example_handler;
+mod feed;
 mod handler_reload;
 mod limits;
 mod metrics;

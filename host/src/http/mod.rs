@@ -5,6 +5,7 @@ mod consent;
 mod deployments;
 pub mod error;
 pub mod extract;
+mod feed;
 mod multipart;
 mod publication;
 mod resource_ops;
@@ -63,6 +64,9 @@ pub struct Services {
     pub blobs: Arc<BlobService>,
     /// The shared Redis connection (locks, key store, events), for `/ready`.
     pub redis: Option<redis::aio::ConnectionManager>,
+    /// Committed changes, from every instance: the change feed's source.
+    pub events: Arc<dyn crate::events::EventBus>,
+    pub feed_heartbeat: std::time::Duration,
 }
 
 impl AppState {
@@ -101,6 +105,14 @@ impl AppState {
         let mut declarable: Vec<String> = V1_GROUPS.iter().map(|g| g.to_string()).collect();
         declarable.extend(self.handlers().all().iter().map(|h| h.description().group.clone()));
         DeclarationPolicy { declarable, may_declare: writer.is_admin || self.inner.allow_user_dependencies }
+    }
+
+    pub fn events(&self) -> &Arc<dyn crate::events::EventBus> {
+        &self.inner.events
+    }
+
+    pub fn feed_heartbeat(&self) -> std::time::Duration {
+        self.inner.feed_heartbeat
     }
 
     pub fn access(&self) -> &AccessService {
@@ -159,6 +171,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/ops/resource/share/copy", post(sharing::copy))
         .route("/v1/ops/resource/copy", post(resource_ops::copy))
         .route("/v1/ops/resource/move", post(resource_ops::r#move))
+        .route("/v1/ops/resource/subscribe", post(feed::subscribe))
         .route("/v1/ops/publication/create", post(publication::create))
         .route("/v1/ops/publication/list", post(publication::list))
         .route("/v1/ops/publication/get", post(publication::get))
