@@ -31,7 +31,11 @@ const RESOURCES_PER_CLIENT: usize = 3;
 const SHARED: usize = 2;
 /// Each traffic phase: all up; one killed; all up again.
 const PHASE: Duration = Duration::from_secs(5);
-const GRACE_SECONDS: u64 = 12;
+/// Writers must commit within half of it. At 12 s (a 6 s deadline) a whole
+/// PUT queued behind the other black-box tests' traffic on two cores and one
+/// moto was refused with 408 now and then — a correct refusal, nothing
+/// stored, but not what this test is about; 24 s keeps it about data.
+const GRACE_SECONDS: u64 = 24;
 const BUCKET: &str = "cluster";
 
 /// The instances' URLs; `None` while one is down.
