@@ -274,6 +274,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
         redis: redis.map(|(_, connection)| connection),
         events,
         feed_heartbeat: Duration::from_secs(config.feed.heartbeat_seconds.max(1)),
+        stopping: tokio::sync::watch::Sender::new(false),
     }))
 }
 
@@ -292,7 +293,12 @@ pub async fn serve(prepared: Prepared) -> anyhow::Result<()> {
     let address = listener.local_addr()?;
     print_banner(&config, &state, address, demo_keys.as_ref());
     let limits = ConnectionLimits::from_config(&config.server);
-    listener::serve(listener, http::router(state), limits, shutdown_signal()).await;
+    let stopping = state.clone();
+    let shutdown = async move {
+        shutdown_signal().await;
+        stopping.begin_stop();
+    };
+    listener::serve(listener, http::router(state), limits, shutdown).await;
     tracing::info!("stopped");
     Ok(())
 }

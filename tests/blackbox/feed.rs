@@ -225,3 +225,19 @@ async fn a_thousand_idle_subscribers_cost_bounded_memory() {
     );
     assert!(per_subscriber < 64.0, "{per_subscriber:.1} KiB per idle subscriber");
 }
+
+/// A stop ends the subscriptions instead of waiting out its drain bound for
+/// streams that never end on their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_ends_the_subscriptions() {
+    let setup = Setup::new();
+    let mut server = setup.start(Some(&config(&setup, "", None)), &[]);
+    let client = server.client();
+    let a = client.get("/v1/bucket", &[("Api-Key", ALICE)]).await.json()["bucket"].as_str().unwrap().to_string();
+    let mut feed = Feed::start(&server.url, ALICE, &[format!("files/{a}/")]).await;
+    // Well within the 20 s the stop would otherwise wait for the stream.
+    let status = server.terminate(Duration::from_secs(5)).expect("the server stops without waiting for the feed");
+    assert!(status.success(), "{status}");
+    while feed.next(Duration::from_secs(5)).await.is_some() {}
+    assert!(feed.ended, "the stream was ended, not cut");
+}

@@ -63,9 +63,11 @@ pub async fn subscribe(
     // Subscribed before the answer: every change after the 200 is seen.
     let events = state.events().subscribe();
     let heartbeat = state.feed_heartbeat();
-    let stream = futures_util::stream::unfold(Feed { state, caller, watched, events }, |mut feed| async move {
-        feed.next().await.map(|event| (Ok(event), feed))
-    });
+    let stopping = state.stopping();
+    let stream =
+        futures_util::stream::unfold(Feed { state, caller, watched, events, stopping }, |mut feed| async move {
+            feed.next().await.map(|event| (Ok(event), feed))
+        });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat")))
 }
 
@@ -80,16 +82,23 @@ struct Feed {
     caller: Caller,
     watched: Vec<Link>,
     events: tokio::sync::broadcast::Receiver<ResourceEvent>,
+    /// The server is stopping: the stream ends.
+    stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Feed {
-    /// The next event to send, or `None` when nothing is left to watch.
+    /// The next event to send, or `None` when nothing is left to watch or
+    /// the server is stopping.
     async fn next(&mut self) -> Option<Event> {
         loop {
-            if self.watched.is_empty() {
+            if self.watched.is_empty() || *self.stopping.borrow() {
                 return None;
             }
-            let event = match self.events.recv().await {
+            let received = tokio::select! {
+                received = self.events.recv() => received,
+                _ = self.stopping.changed() => return None,
+            };
+            let event = match received {
                 Ok(event) => event,
                 Err(RecvError::Lagged(missed)) => {
                     tracing::debug!(missed, "a change feed fell behind; events skipped");

@@ -67,6 +67,9 @@ pub struct Services {
     /// Committed changes, from every instance: the change feed's source.
     pub events: Arc<dyn crate::events::EventBus>,
     pub feed_heartbeat: std::time::Duration,
+    /// Set when the server begins to stop: endless responses (the change
+    /// feed) end instead of holding the graceful stop for its whole bound.
+    pub stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl AppState {
@@ -113,6 +116,16 @@ impl AppState {
 
     pub fn feed_heartbeat(&self) -> std::time::Duration {
         self.inner.feed_heartbeat
+    }
+
+    /// Ends every change-feed stream; called when the server begins to stop.
+    pub fn begin_stop(&self) {
+        self.inner.stopping.send_replace(true);
+    }
+
+    /// Becomes `true` when the server begins to stop.
+    pub fn stopping(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.inner.stopping.subscribe()
     }
 
     pub fn access(&self) -> &AccessService {
