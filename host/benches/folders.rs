@@ -23,6 +23,8 @@
 mod common;
 #[path = "../../tests/instrumented_store.rs"]
 mod instrumented_store;
+#[path = "../../tests/random_bytes.rs"]
+mod random_bytes;
 #[path = "../../tests/services.rs"]
 mod services;
 
@@ -48,6 +50,7 @@ use instrumented_store::InstrumentedStore;
 use md5::{Digest, Md5};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use random_bytes::random_bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const COMMAND: &str = "cargo bench -p dial-host --bench folders";
@@ -147,20 +150,6 @@ fn skill_md(name: &str) -> Bytes {
     Bytes::from(format!(
         "---\nname: {name}\ndescription: Benchmark fixture. Use when measuring the folder engine.\n---\n# {name}\n"
     ))
-}
-
-/// Deterministic, incompressible-looking bytes (xorshift64*).
-fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        out.extend_from_slice(&state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    out.truncate(len);
-    out
 }
 
 fn one_chunk(content: &Bytes) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Unpin {
@@ -417,6 +406,20 @@ fn sample_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(u64, 
     })
 }
 
+/// SKILL.md and [`BIG_BLOBS`] files (names and sizes) filling exactly the
+/// default 1 GiB per-resource limit, each under the 512 MiB per-file limit.
+fn big_skill(name: &str) -> (Bytes, Vec<(String, u64)>) {
+    let md = skill_md(name);
+    let mut files = vec![("SKILL.md".to_string(), md.len() as u64)];
+    let blob = (BIG_TOTAL - md.len() as u64) / BIG_BLOBS as u64;
+    for i in 0..BIG_BLOBS {
+        let size = if i + 1 == BIG_BLOBS { BIG_TOTAL - md.len() as u64 - blob * (BIG_BLOBS as u64 - 1) } else { blob };
+        files.push((format!("assets/blob-{i}.bin"), size));
+    }
+    assert_eq!(files.iter().map(|(_, size)| size).sum::<u64>(), BIG_TOTAL);
+    (md, files)
+}
+
 /// PUTs a multipart body generated on the fly, written by hand over HTTP/1.1
 /// (the dev-dependency reqwest has no `stream` feature, so it cannot stream a
 /// request body). Returns (status, response body).
@@ -481,18 +484,10 @@ async fn big_download() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (idle_rss, _) = memory_of(pid);
 
-    // SKILL.md + 4 blobs filling the 1 GiB per-resource limit exactly; each
-    // under the 512 MiB per-file limit.
     let name = "big-skill";
-    let md = skill_md(name);
-    let mut files = vec![("SKILL.md".to_string(), md.len() as u64)];
-    let blob = (BIG_TOTAL - md.len() as u64) / BIG_BLOBS as u64;
-    for i in 0..BIG_BLOBS {
-        let size = if i + 1 == BIG_BLOBS { BIG_TOTAL - md.len() as u64 - blob * (BIG_BLOBS as u64 - 1) } else { blob };
-        files.push((format!("assets/blob-{i}.bin"), size));
-    }
+    let (md, files) = big_skill(name);
+    let blob = files[1].1;
     let payload: u64 = files.iter().map(|(_, size)| size).sum();
-    assert_eq!(payload, BIG_TOTAL);
     let path = format!("/v2/skills/{bucket}/{name}");
     let start = Instant::now();
     let (status, body) = put_streamed(&server.url, &path, &files, &md).await;
@@ -658,12 +653,7 @@ async fn big_upload_to_s3() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (idle_rss, _) = memory_of(pid);
     let name = "big-skill";
-    let md = skill_md(name);
-    let mut files = vec![("SKILL.md".to_string(), md.len() as u64)];
-    let last = BIG_TOTAL - md.len() as u64 - blob * (BIG_BLOBS as u64 - 1);
-    for i in 0..BIG_BLOBS {
-        files.push((format!("assets/blob-{i}.bin"), if i + 1 == BIG_BLOBS { last } else { blob }));
-    }
+    let (md, files) = big_skill(name);
     let payload: u64 = files.iter().map(|(_, size)| size).sum();
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = sample_rss(pid, stop.clone());

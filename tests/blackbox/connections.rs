@@ -13,6 +13,7 @@ use futures_util::future::join_all;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
+use crate::random_bytes::random_bytes;
 use crate::support::{Server, Setup};
 
 const KEY: &str = "connections-key";
@@ -56,7 +57,7 @@ impl Fixture {
         let skill = "---\nname: big\ndescription: A large skill.\n---\n# big\n";
         let form = reqwest::multipart::Form::new()
             .part("file", reqwest::multipart::Part::bytes(skill.as_bytes().to_vec()).file_name("SKILL.md"))
-            .part("file", reqwest::multipart::Part::bytes(random_bytes(12 << 20)).file_name("blob.bin"));
+            .part("file", reqwest::multipart::Part::bytes(random_bytes(1, 12 << 20)).file_name("blob.bin"));
         let put = self.client().put(self.url(path)).header("Api-Key", KEY).multipart(form).send().await.unwrap();
         assert_eq!(put.status(), 200);
         let zip = self.client().get(self.url(path)).header("Api-Key", KEY).send().await.unwrap();
@@ -136,20 +137,6 @@ async fn read_until_closed(stream: &mut TcpStream) -> Option<Vec<u8>> {
     })
     .await;
     ended.ok().map(|()| received)
-}
-
-/// Deterministic bytes that do not compress (xorshift64*).
-fn random_bytes(len: usize) -> Vec<u8> {
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        out.extend_from_slice(&state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    out.truncate(len);
-    out
 }
 
 #[tokio::test]

@@ -13,6 +13,8 @@ mod limits;
 mod metrics;
 mod outage;
 mod publication;
+#[path = "../random_bytes.rs"]
+mod random_bytes;
 mod resource_ops;
 #[path = "../services.rs"]
 mod services;

@@ -4,89 +4,51 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Client, JwtUser as User, Reply, Server, Setup};
+use crate::sharing::Fixture;
+use crate::support::{JwtUser as User, Reply, Setup};
 
-const HS_SECRET: &str = "ops-secret";
-
-struct Fixture {
-    _setup: Setup,
-    _server: Server,
-    client: Client,
-    alice: User,
-    bob: User,
-    carol: User,
+async fn transfer(f: &Fixture, user: &User, op: &str, source: &str, destination: &str, overwrite: bool) -> Reply {
+    let body = json!({"sourceUrl": source, "destinationUrl": destination, "overwrite": overwrite});
+    f.post(user, &format!("/v1/ops/resource/{op}"), body).await
 }
 
-impl Fixture {
-    async fn start() -> Self {
-        let setup = Setup::new();
-        let config = setup.config(&format!(
-            "[encryption]\nsecret = \"s\"\n[identity]\nhs256_secret = \"{HS_SECRET}\"\nroles_claim = \"roles\"\n"
-        ));
-        let server = setup.start(Some(&config), &[]);
-        let client = server.client();
-        let alice = User::new(&client, HS_SECRET, "alice", &["user"]).await;
-        let bob = User::new(&client, HS_SECRET, "bob", &["user"]).await;
-        let carol = User::new(&client, HS_SECRET, "carol", &["user"]).await;
-        Self { _setup: setup, _server: server, client, alice, bob, carol }
-    }
+async fn put_file(f: &Fixture, user: &User, path: &str, content: &[u8]) -> Reply {
+    f.client.put_files(&format!("/v1/files/{path}"), &user.auth(), &[("f", content)]).await
+}
 
-    async fn post(&self, user: &User, path: &str, body: &str) -> Reply {
-        self.client.post(path, &user.auth(), body).await
-    }
-
-    async fn transfer(&self, user: &User, op: &str, source: &str, destination: &str, overwrite: bool) -> Reply {
-        let body = json!({"sourceUrl": source, "destinationUrl": destination, "overwrite": overwrite});
-        self.post(user, &format!("/v1/ops/resource/{op}"), &body.to_string()).await
-    }
-
-    async fn get(&self, user: &User, path: &str) -> Reply {
-        self.client.get(path, &user.auth()).await
-    }
-
-    async fn put_skill(&self, user: &User, path: &str, name: &str) -> Reply {
-        let skill_md = format!("---\nname: {name}\ndescription: Does {name} things.\n---\n# {name}\n");
-        let files: [(&str, &[u8]); 2] = [("SKILL.md", skill_md.as_bytes()), ("scripts/run.py", b"print('hi')\n")];
-        self.client.put_files(&format!("/v2/skills/{path}"), &user.auth(), &files).await
-    }
-
-    async fn put_file(&self, user: &User, path: &str, content: &[u8]) -> Reply {
-        self.client.put_files(&format!("/v1/files/{path}"), &user.auth(), &[("f", content)]).await
-    }
-
-    /// Shares `url` with `permissions` and has `grantee` accept.
-    async fn share(&self, owner: &User, grantee: &User, url: &str, permissions: &[&str]) {
-        let body = json!({"invitationType": "link", "resources": [{"url": url, "permissions": permissions}]});
-        let reply = self.post(owner, "/v1/ops/resource/share/create", &body.to_string()).await;
-        assert_eq!(reply.status, 200, "{}", reply.body);
-        let link = reply.json()["invitationLink"].as_str().unwrap().to_string();
-        let accepted = self.get(grantee, &format!("{link}?accept=true")).await;
-        assert_eq!(accepted.status, 200, "{}", accepted.body);
-    }
+/// Shares `url` with `permissions` and has `grantee` accept.
+async fn share_with(f: &Fixture, owner: &User, grantee: &User, url: &str, permissions: &[&str]) {
+    let body = json!({"invitationType": "link", "resources": [{"url": url, "permissions": permissions}]});
+    let reply = f.post(owner, "/v1/ops/resource/share/create", body).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let link = reply.json()["invitationLink"].as_str().unwrap().to_string();
+    let accepted = f.get(grantee, &format!("{link}?accept=true")).await;
+    assert_eq!(accepted.status, 200, "{}", accepted.body);
 }
 
 #[tokio::test]
 async fn every_kind_of_item_is_copied_and_moved_in_one_commit() {
-    let f = Fixture::start().await;
+    let f = Fixture::start("").await;
     let a = f.alice.bucket.clone();
 
     // A v1 file: copy, refused over an existing one, then overwritten.
-    assert_eq!(f.put_file(&f.alice, &format!("{a}/docs/a.txt"), b"first").await.status, 200);
-    assert_eq!(f.put_file(&f.alice, &format!("{a}/docs/b.txt"), b"second").await.status, 200);
+    assert_eq!(put_file(&f, &f.alice, &format!("{a}/docs/a.txt"), b"first").await.status, 200);
+    assert_eq!(put_file(&f, &f.alice, &format!("{a}/docs/b.txt"), b"second").await.status, 200);
     let copied =
-        f.transfer(&f.alice, "copy", &format!("files/{a}/docs/a.txt"), &format!("files/{a}/c.txt"), false).await;
+        transfer(&f, &f.alice, "copy", &format!("files/{a}/docs/a.txt"), &format!("files/{a}/c.txt"), false).await;
     assert_eq!(copied.status, 200);
     assert_eq!(f.get(&f.alice, &format!("/v1/files/{a}/c.txt")).await.body, "first");
     assert_eq!(f.get(&f.alice, &format!("/v1/files/{a}/docs/a.txt")).await.body, "first", "the source stays");
     let again =
-        f.transfer(&f.alice, "copy", &format!("files/{a}/docs/b.txt"), &format!("files/{a}/c.txt"), false).await;
+        transfer(&f, &f.alice, "copy", &format!("files/{a}/docs/b.txt"), &format!("files/{a}/c.txt"), false).await;
     assert_eq!(again.status, 412, "overwrite defaults to false");
     assert_eq!(f.get(&f.alice, &format!("/v1/files/{a}/c.txt")).await.body, "first", "unchanged");
-    let over = f.transfer(&f.alice, "copy", &format!("files/{a}/docs/b.txt"), &format!("files/{a}/c.txt"), true).await;
+    let over =
+        transfer(&f, &f.alice, "copy", &format!("files/{a}/docs/b.txt"), &format!("files/{a}/c.txt"), true).await;
     assert_eq!(over.status, 200);
     assert_eq!(f.get(&f.alice, &format!("/v1/files/{a}/c.txt")).await.body, "second");
     let moved =
-        f.transfer(&f.alice, "move", &format!("files/{a}/c.txt"), &format!("files/{a}/moved/c.txt"), false).await;
+        transfer(&f, &f.alice, "move", &format!("files/{a}/c.txt"), &format!("files/{a}/moved/c.txt"), false).await;
     assert_eq!(moved.status, 200);
     assert_eq!(f.get(&f.alice, &format!("/v1/files/{a}/c.txt")).await.status, 404);
     assert_eq!(f.get(&f.alice, &format!("/v1/files/{a}/moved/c.txt")).await.body, "second");
@@ -95,15 +57,14 @@ async fn every_kind_of_item_is_copied_and_moved_in_one_commit() {
     let prompt = json!({"name": "p", "content": "Summarize {{text}}"}).to_string();
     let put = f.client.put_body(&format!("/v1/prompts/{a}/p"), &f.alice.auth(), prompt.as_bytes()).await;
     assert_eq!(put.status, 200, "{}", put.body);
-    let copy = f.transfer(&f.alice, "copy", &format!("prompts/{a}/p"), &format!("prompts/{a}/q"), false).await;
+    let copy = transfer(&f, &f.alice, "copy", &format!("prompts/{a}/p"), &format!("prompts/{a}/q"), false).await;
     assert_eq!(copy.status, 200, "{}", copy.body);
     let read: Value = f.get(&f.alice, &format!("/v1/prompts/{a}/q")).await.json();
     assert_eq!(read["content"], "Summarize {{text}}");
 
     // A v2 skill: a fresh, re-validated resource with the same content etag.
-    let put = f.put_skill(&f.alice, &format!("{a}/team/s"), "s").await;
-    assert_eq!(put.status, 200, "{}", put.body);
-    let copy = f.transfer(&f.alice, "copy", &format!("skills/{a}/team/s"), &format!("skills/{a}/s"), false).await;
+    f.put_skill(&f.alice, "team/s", "s").await;
+    let copy = transfer(&f, &f.alice, "copy", &format!("skills/{a}/team/s"), &format!("skills/{a}/s"), false).await;
     assert_eq!(copy.status, 200, "{}", copy.body);
     let source = f.get(&f.alice, &format!("/v2/skills/{a}/team/s")).await;
     let copy = f.get(&f.alice, &format!("/v2/skills/{a}/s")).await;
@@ -112,28 +73,29 @@ async fn every_kind_of_item_is_copied_and_moved_in_one_commit() {
     let script = f.get(&f.alice, &format!("/v2/skills/{a}/s/files/scripts/run.py")).await;
     assert_eq!(script.body, "print('hi')\n");
     // The listing form of a resource (`…/s/`) names the resource itself.
-    let moved = f.transfer(&f.alice, "move", &format!("skills/{a}/s/"), &format!("skills/{a}/archive/s"), false).await;
+    let moved =
+        transfer(&f, &f.alice, "move", &format!("skills/{a}/s/"), &format!("skills/{a}/archive/s"), false).await;
     assert_eq!(moved.status, 200, "{}", moved.body);
     assert_eq!(f.get(&f.alice, &format!("/v2/skills/{a}/s")).await.status, 404);
     assert_eq!(f.get(&f.alice, &format!("/v2/skills/{a}/archive/s")).await.etag(), source.etag());
     let over_existing =
-        f.transfer(&f.alice, "move", &format!("skills/{a}/archive/s"), &format!("skills/{a}/team/s"), false).await;
+        transfer(&f, &f.alice, "move", &format!("skills/{a}/archive/s"), &format!("skills/{a}/team/s"), false).await;
     assert_eq!(over_existing.status, 412, "{}", over_existing.body);
     assert_eq!(f.get(&f.alice, &format!("/v2/skills/{a}/archive/s")).await.status, 200, "nothing moved");
 }
 
 #[tokio::test]
 async fn what_cannot_be_copied_or_moved_is_refused_with_the_reason() {
-    let f = Fixture::start().await;
+    let f = Fixture::start("").await;
     let (a, b) = (f.alice.bucket.clone(), f.bob.bucket.clone());
-    assert_eq!(f.put_skill(&f.alice, &format!("{a}/s"), "s").await.status, 200);
-    assert_eq!(f.put_file(&f.alice, &format!("{a}/x.txt"), b"x").await.status, 200);
+    f.put_skill(&f.alice, "s", "s").await;
+    assert_eq!(put_file(&f, &f.alice, &format!("{a}/x.txt"), b"x").await.status, 200);
     let copy = "/v1/ops/resource/copy";
 
-    let malformed = f.post(&f.alice, copy, "{not json").await;
+    let malformed = f.client.post(copy, &f.alice.auth(), "{not json").await;
     assert_eq!(malformed.status, 400);
     assert!(malformed.body.contains("Incorrect body"), "{}", malformed.body);
-    let missing = f.post(&f.alice, copy, &json!({"destinationUrl": format!("files/{a}/y")}).to_string()).await;
+    let missing = f.post(&f.alice, copy, json!({"destinationUrl": format!("files/{a}/y")})).await;
     assert_eq!((missing.status, missing.body.contains("sourceUrl")), (400, true), "{}", missing.body);
     let cases = [
         (format!("skills/{a}/s"), format!("files/{a}/s"), "same type"),
@@ -141,52 +103,52 @@ async fn what_cannot_be_copied_or_moved_is_refused_with_the_reason() {
         (format!("files/{a}/x.txt"), format!("files/{a}/x.txt"), "cannot be the same"),
     ];
     for (source, destination, reason) in cases {
-        let reply = f.transfer(&f.alice, "copy", &source, &destination, false).await;
+        let reply = transfer(&f, &f.alice, "copy", &source, &destination, false).await;
         assert_eq!(reply.status, 400, "{source} → {destination}: {}", reply.body);
         assert!(reply.body.contains(reason), "{reason}: {}", reply.body);
     }
-    let gone = f.transfer(&f.alice, "copy", &format!("files/{a}/none.txt"), &format!("files/{a}/y.txt"), false).await;
+    let gone = transfer(&f, &f.alice, "copy", &format!("files/{a}/none.txt"), &format!("files/{a}/y.txt"), false).await;
     assert_eq!(gone.status, 404, "{}", gone.body);
 
     // Bob may neither read Alice's skill nor write into her bucket.
-    let read_other = f.transfer(&f.bob, "copy", &format!("skills/{a}/s"), &format!("skills/{b}/s"), false).await;
+    let read_other = transfer(&f, &f.bob, "copy", &format!("skills/{a}/s"), &format!("skills/{b}/s"), false).await;
     assert_eq!(read_other.status, 403, "{}", read_other.body);
-    assert_eq!(f.put_skill(&f.bob, &format!("{b}/mine"), "mine").await.status, 200);
-    let write_other = f.transfer(&f.bob, "copy", &format!("skills/{b}/mine"), &format!("skills/{a}/mine"), false).await;
+    f.put_skill(&f.bob, "mine", "mine").await;
+    let write_other =
+        transfer(&f, &f.bob, "copy", &format!("skills/{b}/mine"), &format!("skills/{a}/mine"), false).await;
     assert_eq!(write_other.status, 403);
     assert_eq!(f.get(&f.alice, &format!("/v2/skills/{a}/mine")).await.status, 404, "nothing written");
 }
 
 #[tokio::test]
 async fn a_move_carries_shares_within_a_bucket_and_ends_them_across() {
-    let f = Fixture::start().await;
+    let f = Fixture::start("").await;
     let (a, b, c) = (f.alice.bucket.clone(), f.bob.bucket.clone(), f.carol.bucket.clone());
-    assert_eq!(f.put_skill(&f.alice, &format!("{a}/s"), "s").await.status, 200);
-    f.share(&f.alice, &f.bob, &format!("skills/{a}/s"), &["READ"]).await;
+    f.put_skill(&f.alice, "s", "s").await;
+    share_with(&f, &f.alice, &f.bob, &format!("skills/{a}/s"), &["READ"]).await;
     assert_eq!(f.get(&f.bob, &format!("/v2/skills/{a}/s")).await.status, 200);
 
     // Within Alice's bucket: Bob's grant follows the skill.
-    let moved = f.transfer(&f.alice, "move", &format!("skills/{a}/s"), &format!("skills/{a}/t"), false).await;
+    let moved = transfer(&f, &f.alice, "move", &format!("skills/{a}/s"), &format!("skills/{a}/t"), false).await;
     assert_eq!(moved.status, 200, "{}", moved.body);
     assert_eq!(f.get(&f.bob, &format!("/v2/skills/{a}/t")).await.status, 200, "the share moved with it");
     assert_ne!(f.get(&f.bob, &format!("/v2/skills/{a}/s")).await.status, 200);
 
     // READ lets Bob copy it into his bucket, not move it (that needs WRITE).
-    let copy = f.transfer(&f.bob, "copy", &format!("skills/{a}/t"), &format!("skills/{b}/t"), false).await;
+    let copy = transfer(&f, &f.bob, "copy", &format!("skills/{a}/t"), &format!("skills/{b}/t"), false).await;
     assert_eq!(copy.status, 200, "{}", copy.body);
-    let steal = f.transfer(&f.bob, "move", &format!("skills/{a}/t"), &format!("skills/{b}/u"), false).await;
+    let steal = transfer(&f, &f.bob, "move", &format!("skills/{a}/t"), &format!("skills/{b}/u"), false).await;
     assert_eq!(steal.status, 403, "{}", steal.body);
     assert_eq!(f.get(&f.alice, &format!("/v2/skills/{a}/t")).await.status, 200);
 
     // Across buckets (into a folder Carol lets Alice write): the shares end.
-    f.share(&f.carol, &f.alice, &format!("skills/{c}/inbox/"), &["READ", "WRITE"]).await;
-    let away = f.transfer(&f.alice, "move", &format!("skills/{a}/t"), &format!("skills/{c}/inbox/t"), false).await;
+    share_with(&f, &f.carol, &f.alice, &format!("skills/{c}/inbox/"), &["READ", "WRITE"]).await;
+    let away = transfer(&f, &f.alice, "move", &format!("skills/{a}/t"), &format!("skills/{c}/inbox/t"), false).await;
     assert_eq!(away.status, 200, "{}", away.body);
     assert_eq!(f.get(&f.carol, &format!("/v2/skills/{c}/inbox/t")).await.status, 200);
     assert_eq!(f.get(&f.alice, &format!("/v2/skills/{a}/t")).await.status, 404);
     assert_eq!(f.get(&f.bob, &format!("/v2/skills/{c}/inbox/t")).await.status, 403, "Bob's grant did not travel");
-    let recreated = f.put_skill(&f.alice, &format!("{a}/t"), "t").await;
-    assert_eq!(recreated.status, 200);
+    f.put_skill(&f.alice, "t", "t").await;
     assert_eq!(f.get(&f.bob, &format!("/v2/skills/{a}/t")).await.status, 403, "and does not come back");
 }
 

@@ -8,17 +8,18 @@ use crate::support::{Client, JwtUser as User, Reply, Server, Setup};
 
 const HS_SECRET: &str = "sharing-secret";
 
-struct Fixture {
+/// A server with JWT identities and three users; shared with `resource_ops`.
+pub(crate) struct Fixture {
     _setup: Setup,
     _server: Server,
-    client: Client,
-    alice: User,
-    bob: User,
-    carol: User,
+    pub(crate) client: Client,
+    pub(crate) alice: User,
+    pub(crate) bob: User,
+    pub(crate) carol: User,
 }
 
 impl Fixture {
-    async fn start(extra: &str) -> Self {
+    pub(crate) async fn start(extra: &str) -> Self {
         let setup = Setup::new();
         let config = setup.config(&format!(
             "[encryption]\nsecret = \"s\"\n[identity]\nhs256_secret = \"{HS_SECRET}\"\nroles_claim = \"roles\"\n{extra}"
@@ -31,18 +32,18 @@ impl Fixture {
         Self { _setup: setup, _server: server, client, alice, bob, carol }
     }
 
-    async fn post(&self, user: &User, path: &str, body: Value) -> Reply {
+    pub(crate) async fn post(&self, user: &User, path: &str, body: Value) -> Reply {
         // DIAL clients send JSON as text/plain; the body is read whatever it says.
         let mut headers = user.auth().to_vec();
         headers.push(("Content-Type", "text/plain"));
         self.client.post(path, &headers, &body.to_string()).await
     }
 
-    async fn get(&self, user: &User, path: &str) -> Reply {
+    pub(crate) async fn get(&self, user: &User, path: &str) -> Reply {
         self.client.get(path, &user.auth()).await
     }
 
-    async fn put_skill(&self, user: &User, path: &str, name: &str) {
+    pub(crate) async fn put_skill(&self, user: &User, path: &str, name: &str) {
         let skill_md = format!("---\nname: {name}\ndescription: Does {name} things.\n---\n# {name}\n");
         let files: [(&str, &[u8]); 2] = [("SKILL.md", skill_md.as_bytes()), ("scripts/run.py", b"print('hi')\n")];
         let reply = self.client.put_files(&format!("/v2/skills/{}/{path}", user.bucket), &user.auth(), &files).await;

@@ -175,6 +175,11 @@ impl Write for Output {
     }
 }
 
+// Shared with the black-box tests and the benchmarks.
+#[cfg(test)]
+#[path = "../../../tests/random_bytes.rs"]
+mod random_bytes;
+
 #[cfg(test)]
 mod tests {
     use std::io::Read;
@@ -183,6 +188,7 @@ mod tests {
     use object_store::PutPayload;
     use object_store::memory::InMemory;
 
+    use super::random_bytes::random_bytes;
     use super::*;
     use crate::buckets::BucketLocation;
     use crate::resource_url::{Intent, ResourceUrl};
@@ -204,28 +210,14 @@ mod tests {
         (paths, marker)
     }
 
-    /// Deterministic bytes that do not compress (xorshift64*).
-    fn random_bytes(len: usize) -> Vec<u8> {
-        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut out = Vec::with_capacity(len + 8);
-        while out.len() < len {
-            state ^= state >> 12;
-            state ^= state << 25;
-            state ^= state >> 27;
-            out.extend_from_slice(&state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-        }
-        out.truncate(len);
-        out
-    }
-
     #[tokio::test]
     async fn the_archive_holds_every_file_and_comes_in_bounded_chunks() {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let text = b"# Notes\nSome text that deflates well.\n".repeat(8000);
         let files = [
             ("SKILL.md", b"---\nname: s\n---\n".to_vec()),
-            ("docs/long.md", text),                    // deflated on the blocking pool
-            ("data.bin", random_bytes((5 << 20) / 2)), // stored, in three reads
+            ("docs/long.md", text),                       // deflated on the blocking pool
+            ("data.bin", random_bytes(1, (5 << 20) / 2)), // stored, in three reads
         ];
         let (paths, marker) = resource(&store, &files).await;
         let chunks: Vec<Bytes> = stream_zip(store, paths, marker).map(|chunk| chunk.unwrap()).collect::<Vec<_>>().await;
@@ -245,7 +237,7 @@ mod tests {
     #[tokio::test]
     async fn a_client_going_away_ends_the_work() {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        let (paths, marker) = resource(&store, &[("data.bin", random_bytes(16 << 20))]).await;
+        let (paths, marker) = resource(&store, &[("data.bin", random_bytes(1, 16 << 20))]).await;
         let mut stream = stream_zip(store.clone(), paths, marker);
         assert!(stream.next().await.unwrap().is_ok());
         drop(stream);

@@ -3,6 +3,8 @@
 
 use super::AppState;
 use super::error::ApiError;
+use crate::access::{Permission, Resource};
+use crate::auth::Caller;
 use crate::blobs::service::Download;
 use crate::blobs::{BlobGroup, BlobTarget};
 use crate::buckets::BucketLocation;
@@ -77,6 +79,12 @@ pub async fn canonical(state: &AppState, link: Link) -> Result<Link, ApiError> {
         }
         _ => Ok(link),
     }
+}
+
+/// Ok when `caller` holds `permission` on what `link` names (403 otherwise).
+pub async fn require(state: &AppState, caller: &Caller, link: &Link, permission: Permission) -> Result<(), ApiError> {
+    let resource = Resource { url: &link.url, location: &link.location };
+    Ok(state.access().check(caller, resource, permission).await?)
 }
 
 pub fn kind_of(state: &AppState, group: &str) -> Option<Kind> {

@@ -20,7 +20,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::AppState;
 use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
-use crate::access::{Permission, Resource};
+use crate::access::Permission;
 use crate::auth::Caller;
 use crate::events::ResourceEvent;
 
@@ -72,8 +72,7 @@ pub async fn subscribe(
 }
 
 async fn readable(state: &AppState, caller: &Caller, link: &Link) -> Result<(), ApiError> {
-    let resource = Resource { url: &link.url, location: &link.location };
-    Ok(state.access().check(caller, resource, Permission::Read).await?)
+    catalog::require(state, caller, link, Permission::Read).await
 }
 
 /// One subscription: what it watches and where its events come from.

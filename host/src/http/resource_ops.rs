@@ -12,9 +12,9 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 
 use super::AppState;
-use super::catalog::{self, Link};
+use super::catalog;
 use super::error::ApiError;
-use crate::access::{Permission, Resource};
+use crate::access::Permission;
 use crate::auth::Caller;
 use crate::etag::Preconditions;
 
@@ -70,12 +70,10 @@ async fn transfer(state: &AppState, caller: &Caller, bytes: &Bytes, kind: Transf
         return Err(ApiError::bad_request("source and destination resources cannot be the same"));
     }
     let needed_on_source = if kind == Transfer::Copy { Permission::Read } else { Permission::Write };
-    check(state, caller, &source, needed_on_source).await?;
-    check(state, caller, &destination, Permission::Write).await?;
-    if !catalog::exists(state, &source).await? {
-        return Err(ApiError::not_found(&source.key()));
-    }
+    catalog::require(state, caller, &source, needed_on_source).await?;
+    catalog::require(state, caller, &destination, Permission::Write).await?;
 
+    // A missing source is the copy's own 404: it reads the source first.
     let conditions = if request.overwrite { Preconditions::default() } else { Preconditions::create_only() };
     let policy = state.declaration_policy(caller);
     catalog::copy(state, &source, &destination, Some(caller.author_name()), &policy, &conditions).await?;
@@ -87,9 +85,4 @@ async fn transfer(state: &AppState, caller: &Caller, bytes: &Bytes, kind: Transf
         catalog::delete(state, &source, &Preconditions::default()).await?;
     }
     Ok(StatusCode::OK)
-}
-
-async fn check(state: &AppState, caller: &Caller, link: &Link, permission: Permission) -> Result<(), ApiError> {
-    let resource = Resource { url: &link.url, location: &link.location };
-    Ok(state.access().check(caller, resource, permission).await?)
 }
