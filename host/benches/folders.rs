@@ -13,11 +13,13 @@
 //!    GET and keep-alive `GET /health`;
 //! 5. a 1 GiB skill uploaded through the real server to S3 (moto):
 //!    throughput and the server's peak RSS, versus the same bytes written
-//!    straight through `object_store`'s multipart upload.
+//!    straight through `object_store`'s multipart upload;
+//! 6. what version history costs a commit: whole and single-file PUTs of a
+//!    small skill on S3 (moto) keeping ten versions, versus keeping one.
 //!
 //! `cargo bench -p dial-host --bench folders` prints Markdown tables for
 //! `docs/benchmarks.md`; `… -- keep-alive` (or `put-get`, `put-get-local`,
-//! `put-get-s3`, `download`, `listing`, `upload-s3`) runs only the items named. Latencies are medians over
+//! `put-get-s3`, `download`, `listing`, `upload-s3`, `history`) runs only the items named. Latencies are medians over
 //! iterations unless a table says otherwise.
 
 mod common;
@@ -87,7 +89,8 @@ fn main() {
     let named: Vec<String> = std::env::args().skip(1).filter(|arg| !arg.starts_with("--")).collect();
     let wanted = |item: &str| named.is_empty() || named.iter().any(|name| name == item);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let handler = (wanted("put-get") || wanted("listing")).then(|| runtime.block_on(skill_handler()));
+    let handler =
+        (wanted("put-get") || wanted("listing") || wanted("history")).then(|| runtime.block_on(skill_handler()));
     let handler = (handler.is_none() && (wanted("put-get-local") || wanted("put-get-s3")))
         .then(|| runtime.block_on(skill_handler()))
         .or(handler);
@@ -113,6 +116,12 @@ fn main() {
     if wanted("keep-alive") {
         runtime.block_on(keep_alive_gets());
     }
+    if let (true, Some(handler)) = (wanted("history"), &handler) {
+        let moto = services::moto().expect("moto for the history item: run scripts/test once to install it");
+        moto.create_bucket("bench-history");
+        let store = dial_host::storage::open("s3://bench-history", &moto.storage_options()).unwrap();
+        runtime.block_on(history(handler, store));
+    }
 
     println!(
         "load average (1/5/15 min) after: {}; total bench time {:.0} s",
@@ -131,9 +140,13 @@ async fn skill_handler() -> Handler {
 }
 
 fn engine_on(store: Arc<dyn ObjectStore>) -> FolderEngine {
+    engine_with(store, FoldersConfig::default())
+}
+
+fn engine_with(store: Arc<dyn ObjectStore>, config: FoldersConfig) -> FolderEngine {
     let locks: Arc<dyn LockService> = Arc::new(InProcessLocks::new(&LockConfig::default()));
     let events: Arc<dyn EventBus> = Arc::new(InProcessEvents::new());
-    FolderEngine::new(store, locks, events, FoldersConfig::default(), BTreeMap::new())
+    FolderEngine::new(store, locks, events, config, BTreeMap::new())
 }
 
 /// The local filesystem backend, as the server opens it.
@@ -688,6 +701,134 @@ async fn big_upload_to_s3() {
         "| **server peak RSS during the upload** (max of {samples} samples, every {} ms) | **{}** |",
         RSS_SAMPLE_EVERY.as_millis(),
         mib(peak)
+    );
+    println!();
+}
+
+// ----- 6. version history ----------------------------------------------------
+
+/// Item 6: timed commits per kind and policy, after enough to fill a
+/// ten-version history.
+const HISTORY_COMMITS: usize = 61;
+
+/// One retention policy under measurement.
+struct Policy {
+    keep: u32,
+    counting: Arc<InstrumentedStore>,
+    engine: FolderEngine,
+    target: Node,
+    whole: Vec<Duration>,
+    single: Vec<Duration>,
+    whole_requests: (usize, usize, usize),
+    single_requests: (usize, usize, usize),
+}
+
+impl Policy {
+    fn new(store: &Arc<dyn ObjectStore>, keep: u32) -> Self {
+        let counting = Arc::new(InstrumentedStore::new(store.clone()));
+        let engine = engine_with(counting.clone(), FoldersConfig { keep_versions: keep, ..FoldersConfig::default() });
+        let target = node(&format!("history/keep-{keep}"));
+        let none = (0, 0, 0);
+        Self {
+            keep,
+            counting,
+            engine,
+            target,
+            whole: vec![],
+            single: vec![],
+            whole_requests: none,
+            single_requests: none,
+        }
+    }
+
+    async fn whole_put(&self, handler: &Handler, n: usize, notes: &Bytes) -> Duration {
+        let conditions = Preconditions::default();
+        let start = Instant::now();
+        let mut staging = self.engine.stage(&self.target, handler, &conditions).await.unwrap();
+        staging.add_file("SKILL.md", one_chunk(&skill_md(&format!("s{n}")))).await.unwrap();
+        staging.add_file("notes.bin", one_chunk(notes)).await.unwrap();
+        self.engine.commit(staging, handler, &conditions, Some("bench".into())).await.unwrap();
+        start.elapsed()
+    }
+
+    async fn single_put(&self, handler: &Handler, n: usize) -> Duration {
+        let content = Bytes::from(format!("edit {n}"));
+        let start = Instant::now();
+        self.engine
+            .put_file(&self.target, "notes/edit.md", one_chunk(&content), handler, &Preconditions::default(), None)
+            .await
+            .unwrap();
+        start.elapsed()
+    }
+
+    /// Starts counting store requests.
+    fn count(&self) {
+        self.counting.arm(usize::MAX);
+        self.counting.take_reads();
+    }
+
+    /// The requests since [`Policy::count`], once the commit's background
+    /// delete of its staging entry has landed.
+    async fn counted(&self) -> (usize, usize, usize) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (reads, listings) = self.counting.take_reads();
+        (self.counting.writes(), reads, listings)
+    }
+}
+
+async fn history(handler: &Handler, store: Arc<dyn ObjectStore>) {
+    let notes = Bytes::from(random_bytes(6, 1024));
+    let mut policies = [Policy::new(&store, 1), Policy::new(&store, 10)];
+    for policy in &policies {
+        for n in 0..12 {
+            policy.whole_put(handler, n, &notes).await;
+        }
+    }
+    // The two policies take turns, so drift in the emulator's speed falls on both.
+    for n in 0..HISTORY_COMMITS {
+        for policy in &mut policies {
+            policy.count();
+            let time = policy.whole_put(handler, 100 + n, &notes).await;
+            policy.whole.push(time);
+            policy.whole_requests = policy.counted().await;
+            policy.count();
+            let time = policy.single_put(handler, n).await;
+            policy.single.push(time);
+            policy.single_requests = policy.counted().await;
+        }
+    }
+
+    println!("### 6. Version history: a commit keeping ten versions vs keeping one (S3, moto)");
+    println!();
+    println!("{HISTORY_COMMITS} timed commits of each kind per policy on one skill (SKILL.md + a 1 KiB file) after 12");
+    println!("untimed ones, the two policies taking turns; store requests of the last commit of each kind,");
+    println!("counted 50 ms after it returned (so the background delete of its staging entry is among them).");
+    println!();
+    println!(
+        "| keep_versions | whole PUT, median | single-file PUT, median | requests of a whole PUT | requests of a single-file PUT | marker size |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let requests = |(w, r, l): (usize, usize, usize)| format!("{w} writes, {r} reads, {l} listings");
+    let mut medians = Vec::new();
+    for policy in &policies {
+        let marker = store.head(&policy.target.paths().resource_marker()).await.unwrap().size;
+        let (whole, single) = (median(policy.whole.clone()), median(policy.single.clone()));
+        println!(
+            "| {} | {} | {} | {} | {} | {marker} B |",
+            policy.keep,
+            ms(whole),
+            ms(single),
+            requests(policy.whole_requests),
+            requests(policy.single_requests)
+        );
+        medians.push((whole, single));
+    }
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+    println!();
+    println!(
+        "keeping ten versions vs one: whole PUT **{:.2}×**, single-file PUT **{:.2}×**",
+        ratio(medians[1].0, medians[0].0),
+        ratio(medians[1].1, medians[0].1)
     );
     println!();
 }

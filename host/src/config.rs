@@ -337,7 +337,7 @@ impl Default for HandlersConfig {
 }
 
 /// Settings of one folder-resource type.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct TypeSettings {
     /// Turn the handler's warnings into errors.
@@ -345,6 +345,9 @@ pub struct TypeSettings {
     pub max_file_bytes: Option<u64>,
     pub max_files: Option<u32>,
     pub max_total_bytes: Option<u64>,
+    /// Version retention of this type; unset: `folders.keep_versions` / `keep_versions_days`.
+    pub keep_versions: Option<u32>,
+    pub keep_versions_days: Option<f64>,
 }
 
 /// Folder resources (v2): limits every type gets unless it sets its own, and
@@ -362,6 +365,12 @@ pub struct FoldersConfig {
     pub grace_seconds: u64,
     /// How often the sweep runs; 0 disables the background sweep.
     pub gc_interval_seconds: u64,
+    /// Versions of a resource kept readable and restorable, the current one
+    /// included (so 1 keeps no history; 0 is read as 1).
+    pub keep_versions: u32,
+    /// Also keep every version younger than this many days (fractions
+    /// allowed), however many there are; 0: the count alone decides.
+    pub keep_versions_days: f64,
 }
 
 impl Default for FoldersConfig {
@@ -372,6 +381,8 @@ impl Default for FoldersConfig {
             max_total_bytes: 1 << 30,
             grace_seconds: 3600,
             gc_interval_seconds: 300,
+            keep_versions: 10,
+            keep_versions_days: 0.0,
         }
     }
 }

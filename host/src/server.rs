@@ -175,6 +175,15 @@ pub fn check_settings(config: &Config) -> anyhow::Result<()> {
         config.folders.grace_seconds >= 1,
         "folders.grace_seconds must be at least 1: writers must commit within half of it"
     );
+    let days = std::iter::once(("folders.keep_versions_days".to_string(), Some(config.folders.keep_versions_days)))
+        .chain(config.handlers.types.iter().map(|(group, settings)| {
+            (format!("handlers.types.{group}.keep_versions_days"), settings.keep_versions_days)
+        }));
+    for (key, value) in days {
+        if let Some(value) = value {
+            anyhow::ensure!(value.is_finite() && value >= 0.0, "{key} must be a number of days, 0 or more: {value}");
+        }
+    }
     Ok(())
 }
 

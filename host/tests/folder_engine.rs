@@ -16,6 +16,7 @@ use dial_host::buckets::BucketLocation;
 use dial_host::config::{FoldersConfig, HandlersConfig, LockConfig};
 use dial_host::etag::{EtagMatch, Preconditions};
 use dial_host::events::{EventBus, InProcessEvents};
+use dial_host::folders::marker::ResourceMarker;
 use dial_host::folders::{FolderEngine, FolderError, Node};
 use dial_host::handlers::{Handler, HandlerRegistry, Runtime, RuntimeLimits};
 use dial_host::locks::{InProcessLocks, LockService};
@@ -37,6 +38,24 @@ async fn skill_handler() -> Handler {
 fn engine_on(store: Arc<dyn ObjectStore>, locks: Arc<dyn LockService>) -> FolderEngine {
     let events: Arc<dyn EventBus> = Arc::new(InProcessEvents::new());
     FolderEngine::new(store, locks, events, FoldersConfig::default(), BTreeMap::new())
+}
+
+/// An engine whose types keep `keep_versions` versions (and any younger
+/// than `keep_days`).
+fn engine_keeping(store: Arc<dyn ObjectStore>, keep_versions: u32, keep_days: f64) -> FolderEngine {
+    engine_retaining(store, keep_versions, keep_days, FoldersConfig::default().grace_seconds)
+}
+
+fn engine_retaining(
+    store: Arc<dyn ObjectStore>,
+    keep_versions: u32,
+    keep_days: f64,
+    grace_seconds: u64,
+) -> FolderEngine {
+    let config =
+        FoldersConfig { keep_versions, keep_versions_days: keep_days, grace_seconds, ..FoldersConfig::default() };
+    let events: Arc<dyn EventBus> = Arc::new(InProcessEvents::new());
+    FolderEngine::new(store, in_process_locks(), events, config, BTreeMap::new())
 }
 
 fn in_process_locks() -> Arc<dyn LockService> {
@@ -87,30 +106,45 @@ fn as_map(files: &[(&str, Vec<u8>)]) -> BTreeMap<String, Vec<u8>> {
     files.iter().map(|(p, c)| (p.to_string(), c.clone())).collect()
 }
 
-/// Every object left is a marker or a file of a live version. A deleted
-/// resource leaves its tombstone marker, purged of files (markers are never
-/// deleted: stores cannot delete conditionally).
+/// Every object left is a marker, a file of a version the marker keeps
+/// (current or retained), or a retained version's manifest; and every
+/// version the marker keeps is whole. A deleted resource leaves its
+/// tombstone marker, purged of files (markers are never deleted: stores
+/// cannot delete conditionally).
 async fn assert_no_orphans(engine: &FolderEngine, node: &Node) {
     let all: Vec<Path> = engine.store().list(None).map_ok(|m| m.location).try_collect().await.unwrap();
     let marker = engine.live_marker(node).await.unwrap();
     let mut expected: Vec<Path> = Vec::new();
     if let Some(marker) = &marker {
         expected.push(node.paths().resource_marker());
-        for path in marker.files.keys() {
-            expected.push(node.paths().file(&marker.current_version, path));
+        for version in marker.referenced_versions() {
+            let kept = engine.version_for_read(node, version).await.expect("every version the marker keeps reads");
+            if version != marker.current_version {
+                expected.push(node.paths().version(version).join(".dial-resource"));
+            }
+            for path in kept.files.keys() {
+                expected.push(node.paths().file(version, path));
+            }
         }
     } else if let Ok(stored) = engine.store().get(&node.paths().resource_marker()).await {
-        let tombstone: dial_host::folders::marker::ResourceMarker =
-            serde_json::from_slice(&stored.bytes().await.unwrap()).unwrap();
+        let tombstone: ResourceMarker = serde_json::from_slice(&stored.bytes().await.unwrap()).unwrap();
         assert!(
             tombstone.purged_at.is_some() && tombstone.files.is_empty(),
             "a resource marker left after the sweep is a purged tombstone: {tombstone:?}"
         );
         expected.push(node.paths().resource_marker());
     }
+    for path in &expected {
+        assert!(all.contains(path), "{path} is referenced but missing");
+    }
+    // A commit that failed after keeping the manifest of the version it was
+    // to supersede leaves it beside that (still current) version: it goes
+    // with the version, and is rewritten when the version is superseded.
+    let current_manifest = marker.map(|m| node.paths().version(&m.current_version).join(".dial-resource"));
     let mut leftovers: Vec<String> = all
         .iter()
-        .filter(|p| !expected.contains(p) && !p.as_ref().ends_with(".dial-folder"))
+        .filter(|p| !expected.contains(p) && Some(*p) != current_manifest.as_ref())
+        .filter(|p| !p.as_ref().ends_with(".dial-folder"))
         .map(|p| p.to_string())
         .collect();
     leftovers.sort();
@@ -131,33 +165,40 @@ where
     let target = node("team/s");
     let old_state = as_map(old);
     let new_state = new.map(as_map);
-    for fail_at in 1.. {
-        let faulty = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
-        let engine = Arc::new(engine_on(faulty.clone(), in_process_locks()));
-        put_whole(&engine, &handler, &target, old, &Preconditions::default()).await.unwrap();
-        faulty.arm(fail_at);
-        let result = operation(engine.clone(), handler.clone(), target.clone()).await;
-        let writes = faulty.writes();
-        faulty.disarm();
+    // Keeping one version, the operation journals the one it supersedes;
+    // keeping two, it keeps that one (its manifest written beside it) and
+    // drops the older one the marker's history held.
+    for keep_versions in [1, 2] {
+        for fail_at in 1.. {
+            let faulty = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
+            let engine = Arc::new(engine_keeping(faulty.clone(), keep_versions, 0.0));
+            let older = [("SKILL.md", skill_md("older"))];
+            put_whole(&engine, &handler, &target, &older, &Preconditions::default()).await.unwrap();
+            put_whole(&engine, &handler, &target, old, &Preconditions::default()).await.unwrap();
+            faulty.arm(fail_at);
+            let result = operation(engine.clone(), handler.clone(), target.clone()).await;
+            let writes = faulty.writes();
+            faulty.disarm();
 
-        let seen = read_back(&engine, &target).await;
-        match &result {
-            Ok(()) => assert_eq!(seen, new_state, "{name}: a successful operation shows the new state"),
-            Err(_) => assert!(
-                seen == Some(old_state.clone()) || seen == new_state,
-                "{name}, failure at write {fail_at}: readers see a mixed state {seen:?}"
-            ),
+            let seen = read_back(&engine, &target).await;
+            match &result {
+                Ok(()) => assert_eq!(seen, new_state, "{name}: a successful operation shows the new state"),
+                Err(_) => assert!(
+                    seen == Some(old_state.clone()) || seen == new_state,
+                    "{name}, failure at write {fail_at}: readers see a mixed state {seen:?}"
+                ),
+            }
+            engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+            assert_no_orphans(&engine, &target).await;
+            assert_eq!(read_back(&engine, &target).await, seen, "{name}: the sweep never changes what readers see");
+            if result.is_ok() && writes < fail_at {
+                // The operation completed without reaching the failure point:
+                // every earlier write has had its crash.
+                assert!(fail_at > 2, "{name}: expected several write steps, saw {writes}");
+                break;
+            }
+            assert!(fail_at < 100, "{name} never completed");
         }
-        engine.sweep_with_grace(Duration::ZERO).await.unwrap();
-        assert_no_orphans(&engine, &target).await;
-        assert_eq!(read_back(&engine, &target).await, seen, "{name}: the sweep never changes what readers see");
-        if result.is_ok() && writes < fail_at {
-            // The operation completed without reaching the failure point:
-            // every earlier write has had its crash.
-            assert!(fail_at > 2, "{name}: expected several write steps, saw {writes}");
-            break;
-        }
-        assert!(fail_at < 100, "{name} never completed");
     }
 }
 
@@ -181,7 +222,10 @@ async fn single_file_put_is_atomic_under_crashes() {
     let mut new = old_files();
     new[1].1 = b"a, edited".to_vec();
     crash_at_every_step("single-file PUT", &old_files(), Some(&new), |engine, handler, node| async move {
-        engine.put_file(&node, "docs/a.md", body(b"a, edited"), &handler, &Preconditions::default()).await.map(drop)
+        engine
+            .put_file(&node, "docs/a.md", body(b"a, edited"), &handler, &Preconditions::default(), None)
+            .await
+            .map(drop)
     })
     .await;
 }
@@ -190,7 +234,7 @@ async fn single_file_put_is_atomic_under_crashes() {
 async fn single_file_delete_is_atomic_under_crashes() {
     let new: Vec<_> = old_files().into_iter().filter(|(p, _)| *p != "docs/b.md").collect();
     crash_at_every_step("single-file DELETE", &old_files(), Some(&new), |engine, handler, node| async move {
-        engine.delete_file(&node, "docs/b.md", &handler, &Preconditions::default()).await.map(drop)
+        engine.delete_file(&node, "docs/b.md", &handler, &Preconditions::default(), None).await.map(drop)
     })
     .await;
 }
@@ -208,7 +252,7 @@ async fn delete_is_atomic_under_crashes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweep_waits_for_the_grace_period_and_only_touches_what_changed() {
     let handler = skill_handler().await;
-    let engine = engine_on(Arc::new(InMemory::new()), in_process_locks());
+    let engine = engine_keeping(Arc::new(InMemory::new()), 1, 0.0);
     let target = node("s");
     put_whole(&engine, &handler, &target, &old_files(), &Preconditions::default()).await.unwrap();
     let first = engine.live_marker(&target).await.unwrap().unwrap();
@@ -485,7 +529,7 @@ async fn the_purge_leaves_a_re_create_that_committed_first_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_journal_entry_does_not_stop_the_sweep() {
     let handler = skill_handler().await;
-    let engine = engine_on(Arc::new(InMemory::new()), in_process_locks());
+    let engine = engine_keeping(Arc::new(InMemory::new()), 1, 0.0);
     let (a, b) = (node("a"), node("b"));
     for target in [&a, &b] {
         put_whole(&engine, &handler, target, &old_files(), &Preconditions::default()).await.unwrap();
@@ -528,7 +572,7 @@ async fn a_single_file_upload_holds_no_lock_while_its_body_arrives() {
         let (engine, handler, target) = (engine.clone(), handler.clone(), target.clone());
         async move {
             let body = held_body(b"first part, ", rest);
-            engine.put_file(&target, "docs/slow.md", body.boxed(), &handler, &Preconditions::default()).await
+            engine.put_file(&target, "docs/slow.md", body.boxed(), &handler, &Preconditions::default(), None).await
         }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -559,12 +603,12 @@ async fn concurrent_single_file_changes_both_land() {
         let (engine, handler, target) = (engine.clone(), handler.clone(), target.clone());
         async move {
             let body = held_body(b"slow ", rest);
-            engine.put_file(&target, "docs/a.md", body.boxed(), &handler, &Preconditions::default()).await
+            engine.put_file(&target, "docs/a.md", body.boxed(), &handler, &Preconditions::default(), None).await
         }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    engine.put_file(&target, "docs/new.md", body(b"fast"), &handler, &Preconditions::default()).await.unwrap();
-    engine.delete_file(&target, "docs/b.md", &handler, &Preconditions::default()).await.unwrap();
+    engine.put_file(&target, "docs/new.md", body(b"fast"), &handler, &Preconditions::default(), None).await.unwrap();
+    engine.delete_file(&target, "docs/b.md", &handler, &Preconditions::default(), None).await.unwrap();
     send_rest.send(b"edit".to_vec()).unwrap();
     slow.await.unwrap().unwrap();
     let seen = read_back(&engine, &target).await.unwrap();
@@ -591,7 +635,7 @@ async fn a_single_file_upload_slower_than_the_deadline_gives_up() {
         send_rest.send(b"late".to_vec()).unwrap();
     };
     let unconditional = Preconditions::default();
-    let put = engine.put_file(&target, "docs/a.md", body.boxed(), &handler, &unconditional);
+    let put = engine.put_file(&target, "docs/a.md", body.boxed(), &handler, &unconditional, None);
     let (result, ()) = tokio::join!(put, trickle);
     assert!(matches!(result, Err(FolderError::TooSlow { .. })), "{result:?}");
     assert_eq!(engine.live_marker(&target).await.unwrap().unwrap().etag, etag, "nothing was committed");
@@ -800,4 +844,351 @@ fn a_stalled_large_upload_holds_no_blocking_thread() {
         let staging = upload.await.unwrap().unwrap();
         assert_eq!(staging.file_count(), 1);
     });
+}
+
+// ----- version history and retention (issue 14 part 1) ----------------------
+
+/// The files of one version as a reader of `?version=` gets them.
+async fn read_version(
+    engine: &FolderEngine,
+    node: &Node,
+    version: &str,
+) -> Result<BTreeMap<String, Vec<u8>>, FolderError> {
+    let marker = engine.version_for_read(node, version).await?;
+    let mut files = BTreeMap::new();
+    for path in marker.files.keys() {
+        let (object, _) = engine.file_path(node, &marker, path)?;
+        let bytes = engine.store().get(&object).await?.bytes().await?;
+        files.insert(path.clone(), bytes.to_vec());
+    }
+    Ok(files)
+}
+
+/// Version `n` of the test skill: its own SKILL.md and one file of its own.
+fn version_files(n: usize) -> Vec<(&'static str, Vec<u8>)> {
+    vec![("SKILL.md", skill_md(&format!("v{n}"))), ("docs/n.md", format!("{n}").into_bytes())]
+}
+
+/// Commits versions 1..=count; their version ids, oldest first.
+async fn commit_versions(engine: &FolderEngine, handler: &Handler, target: &Node, count: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for n in 1..=count {
+        put_whole(engine, handler, target, &version_files(n), &Preconditions::default()).await.unwrap();
+        ids.push(engine.live_marker(target).await.unwrap().unwrap().current_version);
+    }
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_keeps_the_newest_versions_and_the_sweep_reclaims_the_rest() {
+    let handler = skill_handler().await;
+    let engine = engine_keeping(Arc::new(InMemory::new()), 3, 0.0);
+    let target = node("s");
+    let ids = commit_versions(&engine, &handler, &target, 5).await;
+    let marker = engine.live_marker(&target).await.unwrap().unwrap();
+    let history: Vec<&str> = marker.history.iter().map(|r| r.version.as_str()).collect();
+    assert_eq!(history, [ids[3].as_str(), ids[2].as_str()], "newest first, the current one counted");
+    assert!(
+        marker.history.iter().all(|r| r.files == 2 && r.author.as_deref() == Some("alice") && r.keep_until.is_none())
+    );
+    for (n, id) in ids.iter().enumerate().skip(2) {
+        assert_eq!(
+            read_version(&engine, &target, id).await.unwrap(),
+            as_map(&version_files(n + 1)),
+            "version {}",
+            n + 1
+        );
+    }
+    // Dropped versions are gone for readers at once, for the store after the grace period.
+    for id in &ids[..2] {
+        let error = read_version(&engine, &target, id).await.unwrap_err();
+        assert!(matches!(&error, FolderError::VersionNotFound(v) if v == id), "{error}");
+        assert_eq!(error.to_string(), format!("Version {id} not found"));
+    }
+    assert_eq!(engine.sweep().await.unwrap().versions_deleted, 0, "nothing before the grace period");
+    assert!(engine.store().head(&target.paths().file(&ids[0], "docs/n.md")).await.is_ok());
+    let report = engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_eq!(report.versions_deleted, 2, "{report:?}");
+    assert_no_orphans(&engine, &target).await;
+
+    // A restore is a new commit of the old files, checked against the current etag.
+    let stale =
+        Preconditions { if_match: Some(EtagMatch::Tags(vec![marker.history[0].etag.clone()])), if_none_match: None };
+    let refused = engine.restore_version(&target, &ids[2], &handler, Some("bob".into()), &stale).await;
+    assert!(matches!(refused, Err(FolderError::Precondition(_))), "{refused:?}");
+    assert_eq!(engine.live_marker(&target).await.unwrap().unwrap(), marker, "a refused restore changes nothing");
+    let current = Preconditions { if_match: Some(EtagMatch::Tags(vec![marker.etag.clone()])), if_none_match: None };
+    let restored = engine.restore_version(&target, &ids[2], &handler, Some("bob".into()), &current).await.unwrap();
+    assert_eq!(read_back(&engine, &target).await.unwrap(), as_map(&version_files(3)));
+    assert_eq!(restored.etag, marker.history[1].etag, "the etag of the files restored");
+    assert!(!ids.contains(&restored.current_version), "a restore commits a new version");
+    assert_eq!(restored.committed_by.as_deref(), Some("bob"));
+    let history: Vec<&str> = restored.history.iter().map(|r| r.version.as_str()).collect();
+    assert_eq!(history, [ids[4].as_str(), ids[3].as_str()]);
+    // Naming the current version changes nothing; an unknown one is 404.
+    let none = Preconditions::default();
+    let same = engine.restore_version(&target, &restored.current_version, &handler, None, &none);
+    assert_eq!(same.await.unwrap(), restored);
+    let unknown = engine.restore_version(&target, "nope", &handler, None, &Preconditions::default()).await;
+    assert!(matches!(unknown, Err(FolderError::VersionNotFound(_))), "{unknown:?}");
+
+    // A single-file change keeps history too, and a delete + re-create starts it anew.
+    engine
+        .put_file(&target, "docs/x.md", body(b"x"), &handler, &Preconditions::default(), Some("carol".into()))
+        .await
+        .unwrap();
+    let marker = engine.live_marker(&target).await.unwrap().unwrap();
+    assert_eq!(marker.history[0].version, restored.current_version);
+    assert_eq!(marker.committed_by.as_deref(), Some("carol"));
+    assert_eq!(read_version(&engine, &target, &restored.current_version).await.unwrap(), as_map(&version_files(3)));
+    engine.delete_resource(&target, &Preconditions::default()).await.unwrap();
+    assert!(matches!(
+        engine.version_for_read(&target, &marker.history[0].version).await,
+        Err(FolderError::NotFound(_))
+    ));
+    put_whole(&engine, &handler, &target, &version_files(9), &Preconditions::default()).await.unwrap();
+    assert!(engine.live_marker(&target).await.unwrap().unwrap().history.is_empty(), "a re-create starts a new history");
+    engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_no_orphans(&engine, &target).await;
+}
+
+/// `keep_versions_days` as a duration in milliseconds, for tests that wait.
+fn days(ms: u64) -> f64 {
+    ms as f64 / 86_400_000.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versions_kept_for_their_age_expire_after_their_days() {
+    let handler = skill_handler().await;
+    let engine = engine_retaining(Arc::new(InMemory::new()), 2, days(3000), 1);
+    let target = node("s");
+    let ids = commit_versions(&engine, &handler, &target, 4).await;
+    let marker = engine.live_marker(&target).await.unwrap().unwrap();
+    assert_eq!(marker.history.len(), 3, "one by count, two for their age");
+    assert!(marker.history[0].keep_until.is_none());
+    assert!(marker.history[1..].iter().all(|r| r.keep_until.is_some_and(|until| until - r.created_at == 3000)));
+
+    // Before their time is out, the sweep keeps them (and their entries).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let early = engine.sweep().await.unwrap();
+    assert_eq!(early.versions_deleted, 0, "{early:?}");
+    assert_eq!(engine.live_marker(&target).await.unwrap().unwrap(), marker);
+    // After it, readers stop seeing them at once; the store keeps them a grace period more.
+    let expiry = marker.history.iter().filter_map(|r| r.keep_until).max().unwrap();
+    tokio::time::sleep(Duration::from_millis((expiry - dial_host::folders::engine::now_ms()).max(0) as u64 + 20)).await;
+    engine.sweep().await.unwrap();
+    for id in &ids[..2] {
+        assert!(matches!(engine.version_for_read(&target, id).await, Err(FolderError::VersionNotFound(_))));
+        assert!(engine.store().head(&target.paths().file(id, "docs/n.md")).await.is_ok(), "kept for the grace period");
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    engine.sweep().await.unwrap();
+    let expired = engine.live_marker(&target).await.unwrap().unwrap();
+    assert_eq!(expired.history.iter().map(|r| r.version.as_str()).collect::<Vec<_>>(), [ids[2].as_str()]);
+    for id in &ids[..2] {
+        assert!(engine.store().head(&target.paths().file(id, "docs/n.md")).await.is_err(), "reclaimed after it");
+    }
+    assert_eq!(read_version(&engine, &target, &ids[2]).await.unwrap(), as_map(&version_files(3)));
+    assert_no_orphans(&engine, &target).await;
+}
+
+/// A reader that resolved a retained version keeps reading it for the grace
+/// period after commits drop it, whatever the sweep does meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_being_read_outlives_its_retention_by_the_grace_period() {
+    let handler = skill_handler().await;
+    let engine = engine_with_grace(Arc::new(InMemory::new()), 60);
+    let target = node("s");
+    let ids = commit_versions(&engine, &handler, &target, 2).await;
+    let reading = engine.version_for_read(&target, &ids[0]).await.unwrap();
+    // Ten more commits push it out (the default keeps ten), sweeps run between them.
+    for n in 3..13 {
+        put_whole(&engine, &handler, &target, &version_files(n), &Preconditions::default()).await.unwrap();
+        engine.sweep().await.unwrap();
+    }
+    assert!(matches!(engine.version_for_read(&target, &ids[0]).await, Err(FolderError::VersionNotFound(_))));
+    for path in reading.files.keys() {
+        let (object, record) = engine.file_path(&target, &reading, path).unwrap();
+        let bytes =
+            engine.store().get(&object).await.expect("still there within the grace period").bytes().await.unwrap();
+        assert_eq!(bytes.len() as u64, record.size);
+    }
+    engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert!(engine.store().head(&target.paths().file(&ids[0], "SKILL.md")).await.is_err());
+    assert_no_orphans(&engine, &target).await;
+}
+
+/// A version dropped soon after it was staged: its staging entry falls due
+/// before the drop's, yet its readers still get a whole grace period from
+/// the drop.
+#[tokio::test]
+async fn a_version_dropped_soon_after_its_staging_outlives_the_drop_by_the_grace_period() {
+    let handler = skill_handler().await;
+    let engine = engine_keeping(Arc::new(InMemory::new()), 1, 0.0);
+    let target = node("s");
+    let first = commit_versions(&engine, &handler, &target, 1).await.remove(0);
+    let reading = engine.version_for_read(&target, &first).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    commit_versions(&engine, &handler, &target, 1).await; // drops `first` (keeping one)
+    // A grace of 250 ms: the staging entry of `first` is due, its drop's is not.
+    engine.sweep_with_grace(Duration::from_millis(250)).await.unwrap();
+    for path in reading.files.keys() {
+        let (object, _) = engine.file_path(&target, &reading, path).unwrap();
+        assert!(engine.store().head(&object).await.is_ok(), "{path} of the dropped version went early");
+    }
+    engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert!(engine.store().head(&target.paths().file(&first, "SKILL.md")).await.is_err());
+    assert_no_orphans(&engine, &target).await;
+}
+
+/// Restores race commits that push the restored version out of the history
+/// and a sweep with a one-second grace: each restore either commits exactly
+/// the files of the version it named, all present, or answers that the
+/// version is gone — never a half-copied version or a storage error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restores_racing_commits_and_the_sweep_restore_whole_versions_or_name_them_gone() {
+    let handler = skill_handler().await;
+    let engine = Arc::new(engine_retaining(Arc::new(InMemory::new()), 2, 0.0, 1));
+    let target = node("s");
+    commit_versions(&engine, &handler, &target, 2).await;
+    let until = std::time::Instant::now() + Duration::from_secs(3);
+    let sweeper = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            while std::time::Instant::now() < until {
+                engine.sweep().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let writer = {
+        let (engine, handler, target) = (engine.clone(), handler.clone(), target.clone());
+        tokio::spawn(async move {
+            let mut n = 3;
+            while std::time::Instant::now() < until {
+                put_whole(&engine, &handler, &target, &version_files(n), &Preconditions::default()).await.unwrap();
+                n += 1;
+            }
+        })
+    };
+    let (mut restored, mut gone) = (0, 0);
+    while std::time::Instant::now() < until {
+        // The oldest retained version: the next commit drops it.
+        let marker = engine.live_marker(&target).await.unwrap().unwrap();
+        let Some(oldest) = marker.history.last().map(|record| record.version.clone()) else { continue };
+        let Ok(source) = engine.version_for_read(&target, &oldest).await else {
+            gone += 1;
+            continue;
+        };
+        match engine.restore_version(&target, &oldest, &handler, None, &Preconditions::default()).await {
+            Ok(committed) => {
+                restored += 1;
+                let etags =
+                    |m: &ResourceMarker| m.files.iter().map(|(p, f)| (p.clone(), f.etag.clone())).collect::<Vec<_>>();
+                assert_eq!(etags(&committed), etags(&source), "the restored files are the version's");
+                for path in committed.files.keys() {
+                    let (object, _) = engine.file_path(&target, &committed, path).unwrap();
+                    assert!(engine.store().head(&object).await.is_ok(), "{path} of the restored version is missing");
+                }
+            }
+            Err(FolderError::VersionNotFound(_)) => gone += 1,
+            Err(error) => panic!("a restore failed otherwise: {error}"),
+        }
+    }
+    writer.await.unwrap();
+    sweeper.await.unwrap();
+    assert!(restored > 0, "no restore landed ({gone} found their version gone)");
+    engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_no_orphans(&engine, &target).await;
+}
+
+/// The sweep expiring age-kept versions rewrites live markers: it does so
+/// under the resource lock, so commits racing it are never refused, and no
+/// version a marker keeps loses a file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_expiring_versions_never_fails_a_commit() {
+    const GRACE_SECONDS: u64 = 4;
+    let handler = skill_handler().await;
+    let engine = Arc::new(engine_retaining(Arc::new(InMemory::new()), 1, days(300), GRACE_SECONDS));
+    let target = node("s");
+    commit_versions(&engine, &handler, &target, 1).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sweeper = {
+        let (engine, stop) = (engine.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut expired = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let report = engine.sweep().await.unwrap();
+                expired += report.entries_done;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            expired
+        })
+    };
+    // Writers run past the grace period, so entries of age-kept versions
+    // fall due and expire while commits land: whole PUTs on `s`, and
+    // single-file changes on a resource of their own, which only the sweep
+    // changes besides them (a single-file change rebuilds when another
+    // commit lands first, and gives up with 409 after a few).
+    let until = std::time::Instant::now() + Duration::from_secs(GRACE_SECONDS * 2);
+    let own = node("own");
+    commit_versions(&engine, &handler, &own, 1).await;
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (engine, handler) = (engine.clone(), handler.clone());
+            let target = if w == 0 { own.clone() } else { target.clone() };
+            tokio::spawn(async move {
+                let mut n: usize = 0;
+                while std::time::Instant::now() < until {
+                    n += 1;
+                    if w == 0 {
+                        engine
+                            .put_file(
+                                &target,
+                                "docs/own.md",
+                                body(&n.to_le_bytes()),
+                                &handler,
+                                &Preconditions::default(),
+                                None,
+                            )
+                            .await
+                            .map(drop)
+                    } else {
+                        put_whole(&engine, &handler, &target, &version_files(w * 1000 + n), &Preconditions::default())
+                            .await
+                            .map(drop)
+                    }
+                    .unwrap_or_else(|error| panic!("writer {w}, change {n}: {error}"));
+                }
+                n
+            })
+        })
+        .collect();
+    let mut commits = 0;
+    for writer in writers {
+        commits += writer.await.unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let settled = sweeper.await.unwrap();
+    assert!(settled > 0 && commits > 8, "the sweep settled {settled} entries while {commits} commits landed");
+    tokio::time::sleep(Duration::from_secs(GRACE_SECONDS) + Duration::from_millis(400)).await;
+    engine.sweep().await.unwrap();
+    for target in [&target, &own] {
+        assert!(
+            engine.live_marker(target).await.unwrap().unwrap().history.is_empty(),
+            "every age-kept version expired"
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(GRACE_SECONDS) + Duration::from_millis(100)).await;
+    engine.sweep().await.unwrap();
+    let all_objects: Vec<Path> = engine.store().list(None).map_ok(|m| m.location).try_collect().await.unwrap();
+    for target in [&target, &own] {
+        let marker = engine.live_marker(target).await.unwrap().unwrap();
+        let left: Vec<&Path> = all_objects
+            .iter()
+            .filter(|p| p.prefix_matches(&target.paths().versions()))
+            .filter(|p| !p.prefix_matches(&target.paths().version(&marker.current_version)))
+            .collect();
+        assert!(left.is_empty(), "only the current version is left: {left:?}");
+    }
 }

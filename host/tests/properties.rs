@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use dial_host::buckets::{BucketCodec, BucketLocation};
 use dial_host::folders::layout::NodePaths;
-use dial_host::folders::marker::{FileRecord, MarkerState, ResourceMarker};
+use dial_host::folders::marker::{FileRecord, MarkerState, ResourceMarker, VersionRecord};
 use dial_host::folders::names::check_file_path;
 use dial_host::resource_url::{Intent, ResourceUrl, SEGMENT_ESCAPES};
 use object_store::path::PathPart;
@@ -145,6 +145,7 @@ proptest! {
         metadata in proptest::collection::vec(("[a-z]{1,6}", any::<String>()), 0..4),
         deleted in any::<Option<i64>>(),
         author in any::<Option<String>>(),
+        history in proptest::collection::vec(("[a-z0-9-]{1,36}", any::<i64>(), any::<Option<String>>(), any::<Option<i64>>()), 0..4),
     ) {
         let marker = ResourceMarker {
             type_name: "skill".into(),
@@ -154,13 +155,21 @@ proptest! {
             etag: "e".into(),
             created_at: 1,
             updated_at: 2,
-            author,
+            author: author.clone(),
             deleted_at: deleted,
             purged_at: None,
             commit_id: "c".into(),
             metadata: metadata.into_iter().collect(),
             warnings: Vec::new(),
             files: files.into_iter().map(|(path, (size, etag))| (path, FileRecord { etag, size })).collect::<BTreeMap<_, _>>(),
+            committed_at: deleted,
+            committed_by: author.clone(),
+            history: history
+                .into_iter()
+                .map(|(version, created_at, author, keep_until)| VersionRecord {
+                    version, etag: "e".into(), created_at, author, files: 3, bytes: 42, keep_until,
+                })
+                .collect(),
         };
         let decoded: ResourceMarker = serde_json::from_slice(&marker.to_json()).expect("a marker decodes");
         prop_assert_eq!(decoded, marker);

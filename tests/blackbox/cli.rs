@@ -27,6 +27,16 @@ fn check_config_reports_a_good_file_and_names_a_bad_key() {
     assert!(!ok);
     assert!(stderr.contains("locks.ttl_ms must be at least 300"), "{stderr}");
 
+    for (settings, key) in [
+        ("[folders]\nkeep_versions_days = -1.0\n", "folders.keep_versions_days"),
+        ("[handlers.types.skills]\nkeep_versions_days = nan\n", "handlers.types.skills.keep_versions_days"),
+    ] {
+        let negative = setup.config(settings);
+        let (ok, _, stderr) = setup.run(&["check-config", "--config", negative.to_str().unwrap()], &[]);
+        assert!(!ok, "{settings}");
+        assert!(stderr.contains(&format!("{key} must be a number of days, 0 or more")), "{stderr}");
+    }
+
     let (ok, _, stderr) = setup.run(&["check-config", "--config", "/no/such/file.toml"], &[]);
     assert!(!ok);
     assert!(stderr.contains("does not exist"), "{stderr}");

@@ -425,7 +425,9 @@ async fn store_listing(store: &dyn ObjectStore) -> Vec<object_store::ObjectMeta>
 async fn orphans(store: &dyn ObjectStore) -> Vec<String> {
     let objects = store_listing(store).await;
     let mut current: BTreeSet<String> = BTreeSet::new();
-    for meta in objects.iter().filter(|meta| meta.location.as_ref().ends_with("/.dial-resource")) {
+    // A retained version's manifest (`…/v/<version>/.dial-resource`) is not a marker.
+    let markers = objects.iter().filter(|meta| meta.location.as_ref().ends_with("/.dial-resource"));
+    for meta in markers.filter(|meta| !meta.location.as_ref().contains("/v/")) {
         let path = meta.location.as_ref();
         let bytes = store.get(&meta.location).await.unwrap().bytes().await.unwrap();
         let marker: Value = serde_json::from_slice(&bytes).unwrap();
@@ -433,6 +435,9 @@ async fn orphans(store: &dyn ObjectStore) -> Vec<String> {
         let purged = marker.get("purgedAt").is_some_and(|at| !at.is_null());
         if !purged {
             current.insert(format!("{base}v/{}/", marker["currentVersion"].as_str().unwrap()));
+            for kept in marker["history"].as_array().into_iter().flatten() {
+                current.insert(format!("{base}v/{}/", kept["version"].as_str().unwrap()));
+            }
         }
     }
     objects

@@ -11,6 +11,7 @@ mod feed;
 mod handler_reload;
 mod limits;
 mod metrics;
+mod openapi;
 mod outage;
 mod publication;
 #[path = "../random_bytes.rs"]
@@ -25,3 +26,4 @@ mod support;
 mod upstream;
 mod v1;
 mod v2;
+mod versions;

@@ -32,6 +32,11 @@ impl Fixture {
         Self { _setup: setup, _server: server, client, alice, bob, carol }
     }
 
+    /// Where the server keeps its data (the local object store among it).
+    pub(crate) fn data_dir(&self) -> std::path::PathBuf {
+        self._setup.path().join("data")
+    }
+
     pub(crate) async fn post(&self, user: &User, path: &str, body: Value) -> Reply {
         // DIAL clients send JSON as text/plain; the body is read whatever it says.
         let mut headers = user.auth().to_vec();

@@ -27,7 +27,8 @@ use tokio::io::AsyncWriteExt;
 use super::gc::GcJournal;
 use super::layout::{NodePaths, VERSIONS_DIR, decode_part};
 use super::marker::{
-    FileRecord, FolderMarker, MarkerState, Md5Stream, ResourceMarker, SCHEMA_VERSION, aggregate_etag, hex, md5_hex_of,
+    FileRecord, FolderMarker, MarkerState, Md5Stream, RESOURCE_MARKER, ResourceMarker, SCHEMA_VERSION, VersionRecord,
+    aggregate_etag, hex, md5_hex_of,
 };
 use super::names::{NameError, check_file_path, check_no_file_folder_clash, check_node_segments};
 use crate::access::Shows;
@@ -88,10 +89,62 @@ impl FolderLimits {
     }
 }
 
+/// Which earlier versions of a resource stay readable and restorable
+/// (SPEC §11): the newest `keep_versions` (the current one counts), and every
+/// version younger than `keep_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    pub keep_versions: u32,
+    pub keep_ms: i64,
+}
+
+impl Retention {
+    pub fn resolve(defaults: &FoldersConfig, settings: Option<&TypeSettings>) -> Self {
+        let settings = settings.cloned().unwrap_or_default();
+        let days = settings.keep_versions_days.unwrap_or(defaults.keep_versions_days);
+        Self {
+            keep_versions: settings.keep_versions.unwrap_or(defaults.keep_versions).max(1),
+            // Negative or NaN: none (the cast saturates, NaN becomes 0).
+            keep_ms: (days.max(0.0) * 86_400_000.0) as i64,
+        }
+    }
+
+    /// The history once `previous` (newest first: the version being
+    /// superseded, then the marker's history) is no longer current, at
+    /// `now`; and the versions to journal: those dropped, and those kept
+    /// from now on for their age only (the sweep expires them).
+    pub fn apply(&self, previous: Vec<VersionRecord>, now: i64) -> (Vec<VersionRecord>, Vec<String>) {
+        let by_count = self.keep_versions as usize - 1;
+        let mut kept = Vec::new();
+        let mut journal = Vec::new();
+        for (index, mut record) in previous.into_iter().enumerate() {
+            if index < by_count {
+                record.keep_until = None;
+                kept.push(record);
+                continue;
+            }
+            let until = record.created_at.saturating_add(self.keep_ms);
+            if self.keep_ms > 0 && until > now {
+                if record.keep_until.is_none() {
+                    journal.push(record.version.clone());
+                }
+                record.keep_until = Some(until);
+                kept.push(record);
+            } else {
+                journal.push(record.version);
+            }
+        }
+        (kept, journal)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum FolderError {
     #[error("Not found: {0}")]
     NotFound(String),
+    /// A version id the resource does not keep (never had, or swept).
+    #[error("Version {0} not found")]
+    VersionNotFound(String),
     #[error("{0}")]
     BadRequest(String),
     #[error("Invalid {type_name}: {}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
@@ -186,7 +239,7 @@ impl Node {
     }
 
     fn resource_lock_key(&self) -> String {
-        format!("resource:{}", self.paths.base())
+        resource_lock_key(self.paths.base())
     }
 
     fn ancestors(&self) -> Vec<Node> {
@@ -235,6 +288,8 @@ pub struct Staging {
     deadline: Deadline,
     path_limits: PathLimits,
     store: Arc<dyn ObjectStore>,
+    /// The journal entry naming this version as possible garbage.
+    journal_entry: Path,
 }
 
 impl Staging {
@@ -553,6 +608,10 @@ impl FolderEngine {
         FolderLimits::resolve(&self.config, handler, self.type_settings.get(&handler.description().group))
     }
 
+    pub fn retention(&self, handler: &Handler) -> Retention {
+        Retention::resolve(&self.config, self.type_settings.get(&handler.description().group))
+    }
+
     // ----- reads -------------------------------------------------------
 
     async fn read_resource_marker(&self, node: &Node) -> Result<Option<ReadMarker<ResourceMarker>>, FolderError> {
@@ -626,6 +685,92 @@ impl FolderEngine {
         Ok((node.paths.file(&marker.current_version, path), record))
     }
 
+    /// The marker of one version of a live resource, as it was when that
+    /// version was current: the marker itself for the current version, the
+    /// kept snapshot for a retained one. What the history does not name is
+    /// 404, whatever is still in the store.
+    pub async fn version_for_read(&self, node: &Node, version: &str) -> Result<ResourceMarker, FolderError> {
+        let live = self.resource_for_read(node).await?;
+        self.version_of(node, live, version).await
+    }
+
+    async fn version_of(
+        &self,
+        node: &Node,
+        live: ResourceMarker,
+        version: &str,
+    ) -> Result<ResourceMarker, FolderError> {
+        if live.current_version == version {
+            return Ok(live);
+        }
+        let now = now_ms();
+        if !live.history.iter().any(|record| record.version == version && record.visible_at(now)) {
+            return Err(FolderError::VersionNotFound(version.to_string()));
+        }
+        let snapshot = read_json::<ResourceMarker>(&self.store, &node.paths.version(version).join(RESOURCE_MARKER))
+            .await?
+            .map(|read| read.marker)
+            .filter(|snapshot| snapshot.current_version == version);
+        snapshot.ok_or_else(|| FolderError::VersionNotFound(version.to_string()))
+    }
+
+    /// Makes a retained version current again as a new commit (a fresh
+    /// version with its files copied server-side, checked by the handler
+    /// like any write, `conditions` checked against the current version).
+    /// Naming the current version changes nothing.
+    pub async fn restore_version(
+        &self,
+        node: &Node,
+        version: &str,
+        handler: &Handler,
+        author: Option<String>,
+        conditions: &Preconditions,
+    ) -> Result<ResourceMarker, FolderError> {
+        let live = self.resource_for_read(node).await?;
+        conditions.check_write(Some(&live.etag))?;
+        if live.current_version == version {
+            return Ok(live);
+        }
+        let source = self.version_of(node, live, version).await?;
+        Ok(self.copy_version(node, &source, node, handler, author, conditions).await?.marker)
+    }
+
+    /// Moves the version `previous` holds out of current (a commit is about
+    /// to replace it) and returns the history the new marker keeps: what
+    /// `retention` drops or keeps for its age only is journaled, and a
+    /// version that stays readable gets its manifest kept beside its files.
+    /// A tombstone's versions all go (a re-create starts a new history).
+    /// Runs before the marker write, so a crash after it leaves only
+    /// journal entries and a snapshot the sweep settles.
+    async fn supersede(
+        &self,
+        node: &Node,
+        previous: Option<&ResourceMarker>,
+        retention: Retention,
+    ) -> Result<Vec<VersionRecord>, FolderError> {
+        let Some(previous) = previous else { return Ok(Vec::new()) };
+        let base = node.paths.base();
+        let (history, journal) = if previous.is_ready() {
+            let candidates = std::iter::once(previous.current_record()).chain(previous.history.iter().cloned());
+            retention.apply(candidates.collect(), now_ms())
+        } else {
+            (Vec::new(), previous.referenced_versions().map(str::to_owned).collect())
+        };
+        let keeps_previous = history.first().is_some_and(|r| r.version == previous.current_version);
+        let snapshot = async {
+            if keeps_previous {
+                let path = node.paths.version(&previous.current_version).join(RESOURCE_MARKER);
+                self.store.put(&path, PutPayload::from(previous.version_snapshot())).await?;
+            }
+            Ok::<(), FolderError>(())
+        };
+        let journaled = futures_util::future::try_join_all(
+            journal.iter().map(|version| async move { self.journal.record(base, Some(version)).await }),
+        );
+        tokio::try_join!(snapshot, journaled)?;
+        Ok(history)
+    }
+
     // ----- whole-resource writes --------------------------------------
 
     /// Starts a new version of `node`: journals it, then accepts files.
@@ -644,8 +789,9 @@ impl FolderEngine {
         conditions.check_write(current.as_ref().map(|m| m.etag.as_str()))?;
         let version = new_id();
         let deadline = self.commit_deadline();
-        self.journal.record(node.paths.base(), Some(&version)).await?;
+        let journal_entry = self.journal.record(node.paths.base(), Some(&version)).await?;
         Ok(Staging {
+            journal_entry,
             existed: current.is_some(),
             node: node.clone(),
             version,
@@ -694,10 +840,7 @@ impl FolderEngine {
             self.check_structure_for_create(&node).await?;
             self.vivify_ancestors(&node, author.as_deref()).await?;
         }
-        if let Some(previous) = &existing {
-            // The version this commit supersedes becomes garbage after the grace.
-            self.journal.record(node.paths.base(), Some(&previous.marker.current_version)).await?;
-        }
+        let history = self.supersede(&node, existing.as_ref().map(|r| &r.marker), self.retention(handler)).await?;
         staging.deadline.check()?;
         // The structure checked above (no resource or folder in the way)
         // holds only while the bucket lock does.
@@ -713,13 +856,16 @@ impl FolderEngine {
             etag: aggregate_etag(&staging.files),
             created_at: live.map(|r| r.marker.created_at).unwrap_or(now),
             updated_at: now,
-            author: live.and_then(|r| r.marker.author.clone()).or(author),
+            author: live.and_then(|r| r.marker.author.clone()).or(author.clone()),
             deleted_at: None,
             purged_at: None,
             commit_id: new_id(),
             metadata,
             warnings,
             files: staging.files,
+            committed_at: Some(now),
+            committed_by: author,
+            history,
         };
         let mut expected = existing.map(|r| r.version);
         for attempt in 1.. {
@@ -736,6 +882,7 @@ impl FolderEngine {
                 Err(error) => return Err(error),
             }
         }
+        self.journal.forget_staged(staging.journal_entry);
         let action = if creating { EventAction::Create } else { EventAction::Update };
         self.publish(action, &node, Some(&marker.etag)).await;
         Ok(Committed { marker, created: creating })
@@ -755,9 +902,24 @@ impl FolderEngine {
         conditions: &Preconditions,
     ) -> Result<Committed, FolderError> {
         let marker = self.resource_for_read(source).await?;
+        self.copy_version(source, &marker, target, handler, author, conditions).await
+    }
+
+    /// Copies the version `marker` describes (of `source`) into a new
+    /// version of `target` and commits it there.
+    async fn copy_version(
+        &self,
+        source: &Node,
+        marker: &ResourceMarker,
+        target: &Node,
+        handler: &Handler,
+        author: Option<String>,
+        conditions: &Preconditions,
+    ) -> Result<Committed, FolderError> {
         let mut staging = self.stage(target, handler, conditions).await?;
-        // The source's version stays readable for the grace period even if
-        // the source changes meanwhile, so these copies are consistent.
+        // A version stays readable for the grace period after it stops being
+        // referenced, even if the source changes meanwhile, so these copies
+        // are consistent.
         let copies = marker
             .files
             .keys()
@@ -870,13 +1032,14 @@ impl FolderEngine {
         body: S,
         handler: &Handler,
         conditions: &Preconditions,
+        author: Option<String>,
     ) -> Result<Committed, FolderError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
         check_file_path(path)?;
-        self.mutate_file(node, path, Mutation::Put, Some(body), handler, conditions).await
+        self.mutate_file(node, path, Mutation::Put, Some(body), handler, conditions, author).await
     }
 
     /// Removes one file (never `SKILL.md` for skills: the handler decides).
@@ -886,6 +1049,7 @@ impl FolderEngine {
         path: &str,
         handler: &Handler,
         conditions: &Preconditions,
+        author: Option<String>,
     ) -> Result<Committed, FolderError> {
         self.mutate_file::<futures_util::stream::Empty<Result<Bytes, std::io::Error>>, std::io::Error>(
             node,
@@ -894,6 +1058,7 @@ impl FolderEngine {
             None,
             handler,
             conditions,
+            author,
         )
         .await
     }
@@ -904,6 +1069,7 @@ impl FolderEngine {
     /// re-read and the conditional marker write happen under the resource
     /// lock. If another request committed meanwhile, the change is rebuilt
     /// on that version (its conditions checked again), a few times at most.
+    #[allow(clippy::too_many_arguments)]
     async fn mutate_file<S, E>(
         &self,
         node: &Node,
@@ -912,6 +1078,7 @@ impl FolderEngine {
         body: Option<S>,
         handler: &Handler,
         conditions: &Preconditions,
+        author: Option<String>,
     ) -> Result<Committed, FolderError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
@@ -936,7 +1103,7 @@ impl FolderEngine {
         let base = node.paths.base();
         // The first version gets the upload streamed straight into it.
         let mut version = new_id();
-        self.journal.record(base, Some(&version)).await?;
+        let mut journal_entry = self.journal.record(base, Some(&version)).await?;
         let uploaded = match body {
             Some(body) => {
                 let others = based_on.marker.files.iter().filter(|(p, _)| p.as_str() != path).map(|(_, f)| f.size);
@@ -950,7 +1117,7 @@ impl FolderEngine {
         for attempt in 0.. {
             if attempt > 0 {
                 version = new_id();
-                self.journal.record(base, Some(&version)).await?;
+                journal_entry = self.journal.record(base, Some(&version)).await?;
             }
             let files = self
                 .build_file_version(node, &based_on.marker, &version, path, uploaded.as_ref(), attempt > 0, &limits)
@@ -961,7 +1128,9 @@ impl FolderEngine {
             let _lock = self.locks.acquire(&node.resource_lock_key()).await?;
             let current = self.live_read(node).await?;
             conditions.check_write(Some(&current.marker.etag))?;
-            if current.marker.commit_id != based_on.marker.commit_id {
+            // Built on the version still current (a change of the marker that
+            // keeps it, like the sweep expiring history, needs no rebuild).
+            if current.marker.current_version != based_on.marker.current_version {
                 if attempt + 1 >= MAX_REBASES {
                     return Err(FolderError::Conflict(format!(
                         "{} keeps being changed by other requests; retry",
@@ -975,18 +1144,23 @@ impl FolderEngine {
                 continue;
             }
             deadline.check()?;
-            self.journal.record(base, Some(&current.marker.current_version)).await?;
+            let history = self.supersede(node, Some(&current.marker), self.retention(handler)).await?;
+            let now = now_ms();
             let marker = ResourceMarker {
                 current_version: version,
                 etag: aggregate_etag(&files),
-                updated_at: now_ms(),
+                updated_at: now,
                 commit_id: new_id(),
                 metadata,
                 warnings,
                 files,
+                committed_at: Some(now),
+                committed_by: author,
+                history,
                 ..current.marker.clone()
             };
             self.write_marker(node, &marker, Some(current.version)).await?;
+            self.journal.forget_staged(journal_entry);
             self.publish(EventAction::Update, node, Some(&marker.etag)).await;
             return Ok(Committed { marker, created: false });
         }
@@ -1417,6 +1591,11 @@ impl FileSource for VersionFiles {
             }
         })
     }
+}
+
+/// The lock every change of the marker at `base` holds.
+pub(super) fn resource_lock_key(base: &Path) -> String {
+    format!("resource:{base}")
 }
 
 /// Milliseconds since the Unix epoch.

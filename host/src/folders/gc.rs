@@ -7,11 +7,17 @@
 //! older than the grace period:
 //!
 //! - a version entry: the version's subtree is deleted if the marker does
-//!   not reference it (a writer that staged it gave up at half the grace
-//!   period, so nobody can still commit it);
+//!   not reference it, as its current version or in its history (a writer
+//!   that staged it gave up at half the grace period, so nobody can still
+//!   commit it). A version the history keeps by count settles the entry: the
+//!   commit that drops it journals it again. One kept for its age only
+//!   (`keepUntil`) keeps the entry: readers stop seeing it at `keepUntil`,
+//!   and a grace period later the sweep removes it from the history (a
+//!   conditional marker write under the resource lock, so no commit is
+//!   refused for it) and deletes it;
 //! - a tombstone whose restore window has passed is *purged*: the marker is
-//!   rewritten, conditionally, to a tombstone without files, and then the
-//!   one version it referenced is deleted. Markers are never deleted: object
+//!   rewritten, conditionally, to a tombstone without files, and then every
+//!   version it referenced (current and history) is deleted. Markers are never deleted: object
 //!   stores cannot delete conditionally, and an unconditional delete could
 //!   remove a re-create that committed in between (a re-create is a
 //!   conditional write over the tombstone, so it either lands before the
@@ -32,7 +38,7 @@ use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 use serde::{Deserialize, Serialize};
 
-use super::engine::{FolderEngine, FolderError, new_id, now_ms};
+use super::engine::{FolderEngine, FolderError, new_id, now_ms, resource_lock_key};
 use super::layout::VERSIONS_DIR;
 use super::marker::{RESOURCE_MARKER, ResourceMarker};
 
@@ -70,12 +76,32 @@ impl GcJournal {
         Self { store }
     }
 
-    pub async fn record(&self, base: &Path, version: Option<&str>) -> Result<(), FolderError> {
+    /// Journals that `version` of the resource at `base` (or, with `None`,
+    /// the resource itself) may become garbage; returns the entry's location.
+    pub async fn record(&self, base: &Path, version: Option<&str>) -> Result<Path, FolderError> {
         let entry = JournalEntry { base: base.to_string(), version: version.map(Into::into) };
         let name = format!("{:016}-{}.json", now_ms(), new_id());
         let payload = PutPayload::from(serde_json::to_vec(&entry).expect("journal entries serialise"));
-        self.store.put(&Path::from(JOURNAL_PREFIX).join(name), payload).await?;
-        Ok(())
+        let location = Path::from(JOURNAL_PREFIX).join(name);
+        self.store.put(&location, payload).await?;
+        Ok(location)
+    }
+
+    /// Drops the staging entry of a version just committed, in the
+    /// background. From the commit on, whatever unreferences the version
+    /// journals it anew; left in place, the staging entry would fall due
+    /// first and let the sweep delete a version dropped soon after its
+    /// staging less than a grace period after the drop, under its readers.
+    /// (Should the delete fail or the process die first, that narrow case is
+    /// all it costs: the sweep still finds every unreferenced version.)
+    pub fn forget_staged(&self, entry: Path) {
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            match store.delete(&entry).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(error) => tracing::debug!(%entry, %error, "staging entry left for the sweep"),
+            }
+        });
     }
 }
 
@@ -168,16 +194,32 @@ impl FolderEngine {
     ) -> Result<bool, FolderError> {
         let base = Path::from(entry.base.as_str());
         let read = self.marker_at(&base).await?;
-        match (&entry.version, &read) {
+        let kept = match (&entry.version, &read) {
+            (Some(version), Some(read)) => read.marker.history.iter().find(|r| &r.version == version),
+            _ => None,
+        };
+        match (&entry.version, &read, kept) {
+            // A purged tombstone's history went with it.
+            (Some(version), Some(read), Some(_)) if read.marker.purged_at.is_some() => {
+                self.delete_version(&base, version, report).await
+            }
+            (Some(_), Some(_), Some(kept)) => match kept.keep_until {
+                None => Ok(true),
+                // Readers stop seeing it at `until`; the store keeps it a grace period more.
+                Some(until) if until.saturating_add(grace_ms) > now => Ok(false),
+                // A tombstone's expiry waits: its restore brings the history back, its purge ends it.
+                Some(_) if !read.as_ref().is_some_and(|r| r.marker.is_ready()) => Ok(false),
+                Some(_) => self.expire(&base, &kept.version, now, grace_ms, report).await,
+            },
             // Not referenced (and its writer gave up long ago): garbage.
-            (Some(version), None) => self.delete_version(&base, version, report).await,
-            (Some(version), Some(read)) if &read.marker.current_version != version => {
+            (Some(version), None, _) => self.delete_version(&base, version, report).await,
+            (Some(version), Some(read), _) if &read.marker.current_version != version => {
                 self.delete_version(&base, version, report).await
             }
             // Live: the version is current, or the delete was undone.
-            (_, Some(read)) if read.marker.is_ready() => Ok(true),
-            (None, None) => Ok(true),
-            (_, Some(read)) => {
+            (_, Some(read), _) if read.marker.is_ready() => Ok(true),
+            (None, None, _) => Ok(true),
+            (_, Some(read), _) => {
                 let due = read.marker.deleted_at.is_some_and(|at| now - at >= grace_ms);
                 if !due {
                     return Ok(false); // still restorable
@@ -185,6 +227,38 @@ impl FolderEngine {
                 self.purge(&base, read, report).await
             }
         }
+    }
+
+    /// Removes an age-kept version that readers have not seen for a grace
+    /// period from a live marker's history, then deletes it. The marker is
+    /// rewritten under the resource lock (commits re-read and write it under
+    /// it, so none is refused for this write); a crash before the delete
+    /// leaves the entry, which then finds the version unreferenced.
+    async fn expire(
+        &self,
+        base: &Path,
+        version: &str,
+        now: i64,
+        grace_ms: i64,
+        report: &mut SweepReport,
+    ) -> Result<bool, FolderError> {
+        {
+            let _lock = self.locks.acquire(&resource_lock_key(base)).await?;
+            let Some(read) = self.marker_at(base).await? else { return Ok(false) };
+            if let Some(record) = read.marker.history.iter().find(|r| r.version == version) {
+                let due = record.keep_until.is_some_and(|until| until.saturating_add(grace_ms) <= now);
+                if !read.marker.is_ready() || !due {
+                    return Ok(record.keep_until.is_none());
+                }
+                let history = read.marker.history.iter().filter(|r| r.version != version).cloned().collect();
+                if !self.rewrite(base, &read, ResourceMarker { history, ..read.marker.clone() }).await? {
+                    return Ok(false);
+                }
+            } else if read.marker.current_version == version {
+                return Ok(true);
+            }
+        }
+        self.delete_version(base, version, report).await
     }
 
     async fn delete_version(&self, base: &Path, version: &str, report: &mut SweepReport) -> Result<bool, FolderError> {
@@ -198,32 +272,40 @@ impl FolderEngine {
     /// Finishes a tombstone whose restore window has passed: the marker
     /// becomes a tombstone without files (a conditional write: a re-create
     /// or restore that got in first wins, and this sweep leaves it alone),
-    /// then the one version it referenced is deleted. The purged marker keeps
-    /// naming that version, so after a crash between the two steps the entry
+    /// then every version it referenced is deleted. The purged marker keeps
+    /// naming those versions, so after a crash between the two steps the entry
     /// (still there) finishes the job; a re-create over it journals that
     /// version as superseded, like any commit does.
     async fn purge(&self, base: &Path, read: &Versioned, report: &mut SweepReport) -> Result<bool, FolderError> {
-        let version = read.marker.current_version.clone();
         if read.marker.purged_at.is_none() {
             let mut purged = read.marker.clone();
             purged.purged_at = Some(now_ms());
             purged.files.clear();
-            purged.commit_id = new_id();
-            let options = PutOptions { mode: PutMode::Update(read.version.clone()), ..Default::default() };
-            let path = base.clone().join(RESOURCE_MARKER);
-            match self.store().put_opts(&path, PutPayload::from(purged.to_json()), options).await {
-                Ok(_) => report.tombstones_finished += 1,
-                // Changed since it was read (restored, re-created): look again next time.
-                Err(object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. }) => {
-                    return Ok(false);
-                }
-                Err(error) => return Err(error.into()),
+            // Changed since it was read (restored, re-created): look again next time.
+            if !self.rewrite(base, read, purged).await? {
+                return Ok(false);
             }
+            report.tombstones_finished += 1;
         }
-        let (deleted, bytes) = self.delete_prefix(&base.clone().join(VERSIONS_DIR).join(version.as_str())).await?;
-        report.objects_deleted += deleted;
-        report.bytes_deleted += bytes;
+        for version in read.marker.referenced_versions() {
+            let (deleted, bytes) = self.delete_prefix(&base.clone().join(VERSIONS_DIR).join(version)).await?;
+            report.objects_deleted += deleted;
+            report.bytes_deleted += bytes;
+        }
         Ok(true)
+    }
+
+    /// Writes `marker` (with a new commit id) over the marker `read` came
+    /// from, if it is still that one: `false` when it changed since.
+    async fn rewrite(&self, base: &Path, read: &Versioned, marker: ResourceMarker) -> Result<bool, FolderError> {
+        let marker = ResourceMarker { commit_id: new_id(), ..marker };
+        let options = PutOptions { mode: PutMode::Update(read.version.clone()), ..Default::default() };
+        let path = base.clone().join(RESOURCE_MARKER);
+        match self.store().put_opts(&path, PutPayload::from(marker.to_json()), options).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(error) => Err(error.into()),
+        }
     }
 
     async fn marker_at(&self, base: &Path) -> Result<Option<Versioned>, FolderError> {

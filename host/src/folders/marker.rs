@@ -69,6 +69,45 @@ pub struct ResourceMarker {
     pub warnings: Vec<Problem>,
     /// Relative path → record, sorted.
     pub files: BTreeMap<String, FileRecord>,
+    /// When the current version was committed, and by whom (`createdAt` and
+    /// `author` above are the resource's). Absent in markers written before
+    /// version history: `updatedAt` and `author` stand in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committed_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committed_by: Option<String>,
+    /// The earlier versions retention keeps, newest first. Each one's
+    /// manifest is the marker it had as the current version, kept at
+    /// `v/<version>/.dial-resource` (a name no file may take).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<VersionRecord>,
+}
+
+/// One retained earlier version, as the version listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionRecord {
+    pub version: String,
+    pub etag: String,
+    pub created_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+    pub files: usize,
+    pub bytes: u64,
+    /// Set when the version fell out of the newest `keep_versions` and is
+    /// kept only for its age: it expires then, and a journal entry for it
+    /// makes the sweep look at it until it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_until: Option<i64>,
+}
+
+impl VersionRecord {
+    /// Whether readers still see the version at `now`: an age-kept one
+    /// stops being visible when its time is out, and stays in the history
+    /// (so in the store) for the grace period after that.
+    pub fn visible_at(&self, now: i64) -> bool {
+        self.keep_until.is_none_or(|until| until > now)
+    }
 }
 
 impl ResourceMarker {
@@ -78,6 +117,31 @@ impl ResourceMarker {
 
     pub fn total_bytes(&self) -> u64 {
         self.files.values().map(|f| f.size).sum()
+    }
+
+    /// The current version as a history entry.
+    pub fn current_record(&self) -> VersionRecord {
+        VersionRecord {
+            version: self.current_version.clone(),
+            etag: self.etag.clone(),
+            created_at: self.committed_at.unwrap_or(self.updated_at),
+            author: self.committed_by.clone().or_else(|| self.author.clone()),
+            files: self.files.len(),
+            bytes: self.total_bytes(),
+            keep_until: None,
+        }
+    }
+
+    /// What is kept at `v/<current version>/.dial-resource` when the version
+    /// becomes history: this marker without the history.
+    pub fn version_snapshot(&self) -> Vec<u8> {
+        let snapshot = Self { history: Vec::new(), ..self.clone() };
+        snapshot.to_json()
+    }
+
+    /// Every version this marker keeps: the current one, then its history.
+    pub fn referenced_versions(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.current_version.as_str()).chain(self.history.iter().map(|r| r.version.as_str()))
     }
 
     pub fn to_json(&self) -> Vec<u8> {
@@ -228,6 +292,9 @@ mod tests {
             metadata: IndexMap::from([("name".into(), "x".into())]),
             warnings: vec![],
             files: files(&[("SKILL.md", "aa")]),
+            committed_at: None,
+            committed_by: None,
+            history: vec![],
         };
         let json: serde_json::Value = serde_json::from_slice(&marker.to_json()).unwrap();
         assert_eq!(json["type"], "skill");

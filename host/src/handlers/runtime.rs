@@ -647,6 +647,7 @@ fn check_description(description: &HandlerDescription) -> Result<(), String> {
         "applications",
         "toolsets",
         "metadata",
+        "versions",
         "ops",
         "bucket",
         "invitations",

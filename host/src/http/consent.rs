@@ -47,6 +47,10 @@ fn explicit_admin(caller: &Caller) -> Result<(), ApiError> {
 /// `GET /v1/consent/{id}` (as DIAL: whether the user accepted) and
 /// `GET /v1/consent/{id}/admin-consent` (tri-state: not consented; consented
 /// and live; stale — the declaration changed since).
+#[utoipa::path(get, path = "/v1/consent/{deployment}", tag = "consent",
+    params(("deployment" = String, Path, description = "The application; `…/admin-consent` for the admin's consent (admins)")),
+    responses((status = 200, description = "`{accepted}` (with the `consent` document to accept when not), or the admin \
+        consent: `{consented, stale, consent, grantedBy, grantedAt}`", body = Object)))]
 pub async fn get(State(state): State<AppState>, caller: Caller, uri: Uri) -> Result<Response, ApiError> {
     match subject(&uri)? {
         Subject::User(id) => {
@@ -79,6 +83,10 @@ pub async fn get(State(state): State<AppState>, caller: Caller, uri: Uri) -> Res
 /// `POST /v1/consent/{id}` `{"consent": {…}}`: the user accepts.
 /// `POST /v1/consent/{id}/admin-consent`: an admin approves the declaration
 /// as it is now (400 when it declares nothing).
+#[utoipa::path(post, path = "/v1/consent/{deployment}", tag = "consent",
+    params(("deployment" = String, Path, description = "The application; `…/admin-consent`: an admin approves its declaration")),
+    request_body(content = Object, description = "A user's `{\"consent\": {…}}`; nothing for the admin's"),
+    responses((status = 200, description = "Accepted; for the admin consent, the record", body = Object)))]
 pub async fn post(State(state): State<AppState>, caller: Caller, uri: Uri, bytes: Bytes) -> Result<Response, ApiError> {
     match subject(&uri)? {
         Subject::User(id) => {
@@ -115,6 +123,9 @@ pub async fn post(State(state): State<AppState>, caller: Caller, uri: Uri, bytes
 }
 
 /// `DELETE /v1/consent/{id}/admin-consent`: the admin withdraws it.
+#[utoipa::path(delete, path = "/v1/consent/{deployment}", tag = "consent",
+    params(("deployment" = String, Path, description = "The application, as `…/admin-consent`: an admin withdraws it")),
+    responses((status = 200, description = "Withdrawn")))]
 pub async fn delete(State(state): State<AppState>, caller: Caller, uri: Uri) -> Result<Response, ApiError> {
     let Subject::Admin(id) = subject(&uri)? else {
         return Err(ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "A user's consent cannot be deleted here"));

@@ -35,6 +35,9 @@ use crate::proxy::{UpstreamCall, attachments};
 use crate::resource_url::{Intent, ResourceUrl};
 
 /// `POST /openai/deployments/{id}/chat/completions|responses`
+#[utoipa::path(post, path = "/openai/deployments/{deployment}/chat/completions", tag = "deployments", params(("deployment" = String, Path, description = "The application's deployment id")),
+    request_body(content = Object, description = "The OpenAI request, forwarded with a per-request key"),
+    responses((status = 200, description = "The application's answer, streamed as it comes (JSON or SSE)", body = Object)))]
 pub async fn openai(
     State(state): State<AppState>,
     caller: Caller,
@@ -55,6 +58,9 @@ pub async fn openai(
 }
 
 /// `POST /anthropic/deployments/{id}/v1/messages`
+#[utoipa::path(post, path = "/anthropic/deployments/{deployment}/v1/messages", tag = "deployments", params(("deployment" = String, Path, description = "The application's deployment id")),
+    request_body(content = Object, description = "The Anthropic Messages request, forwarded with a per-request key"),
+    responses((status = 200, description = "The application's answer, streamed as it comes (JSON or SSE)", body = Object)))]
 pub async fn anthropic(
     State(state): State<AppState>,
     caller: Caller,
@@ -69,6 +75,9 @@ pub async fn anthropic(
 }
 
 /// `POST|GET|DELETE /v1/deployments/{id}/mcp` (MCP streamable HTTP).
+#[utoipa::path(method(post, get, delete), path = "/v1/deployments/{deployment}/mcp", tag = "deployments", params(("deployment" = String, Path, description = "The application's deployment id")),
+    request_body(content = Object, description = "POST: a JSON-RPC message of MCP's streamable HTTP transport"),
+    responses((status = 200, description = "The MCP server's answer (JSON or an SSE stream)", body = Object)))]
 pub async fn mcp(
     State(state): State<AppState>,
     caller: Caller,

@@ -140,6 +140,7 @@ impl From<FolderError> for ApiError {
     fn from(error: FolderError) -> Self {
         let status = match &error {
             FolderError::NotFound(url) => return Self::not_found(url),
+            FolderError::VersionNotFound(_) => StatusCode::NOT_FOUND,
             FolderError::Handler(handler) => return Self::from(handler.clone()),
             FolderError::BadRequest(_) | FolderError::Invalid { .. } | FolderError::TooManyFiles { .. } => {
                 StatusCode::BAD_REQUEST

@@ -14,7 +14,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::AppState;
@@ -22,22 +22,38 @@ use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
 use crate::access::Permission;
 use crate::auth::Caller;
-use crate::events::ResourceEvent;
+use crate::events::{EventAction, ResourceEvent};
 
 /// URLs one subscription may watch.
 const MAX_WATCHED: usize = 100;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct SubscribeRequest {
     resources: Option<Vec<Watch>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct Watch {
     url: String,
 }
 
+/// One event of the feed, sent as `data: <json>`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Change {
+    /// As listings show it (a v2 resource's with its trailing `/`).
+    url: String,
+    #[schema(value_type = String, example = "UPDATE")]
+    action: EventAction,
+    timestamp: i64,
+    /// After the change; none for a deletion.
+    etag: Option<String>,
+}
+
 /// `POST /v1/ops/resource/subscribe`
+#[utoipa::path(post, path = "/v1/ops/resource/subscribe", tag = "resources", request_body = SubscribeRequest,
+    responses((status = 200, description = "Server-sent events: `data: <event>` per change at or under the URLs \
+        the caller can read, made on any instance, and `: heartbeat` comments",
+        body = Change, content_type = "text/event-stream")))]
 pub async fn subscribe(
     State(state): State<AppState>,
     caller: Caller,
@@ -106,13 +122,9 @@ impl Feed {
                 Err(RecvError::Closed) => return None,
             };
             if let Some(url) = self.admit(&event).await {
-                let body = serde_json::json!({
-                    "url": url,
-                    "action": event.action,
-                    "timestamp": event.timestamp,
-                    "etag": event.etag,
-                });
-                return Some(Event::default().data(body.to_string()));
+                let change = Change { url, action: event.action, timestamp: event.timestamp, etag: event.etag };
+                let body = serde_json::to_string(&change).expect("changes serialise");
+                return Some(Event::default().data(body));
             }
         }
     }

@@ -7,6 +7,7 @@ pub mod error;
 pub mod extract;
 mod feed;
 mod multipart;
+mod openapi;
 mod publication;
 mod resource_ops;
 mod routes;
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::header;
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use object_store::ObjectStore;
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::trace::TraceLayer;
@@ -161,6 +162,56 @@ impl AppState {
     }
 }
 
+/// Every route: its template and what serves it. The one table the router
+/// is built from, and checked against the OpenAPI document (`openapi.rs`).
+pub(crate) fn routes_table() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![
+        ("/openapi.json", get(openapi::document)),
+        ("/health", get(routes::health)),
+        ("/ready", get(routes::ready)),
+        ("/metrics", get(routes::metrics)),
+        ("/v1/bucket", get(routes::bucket)),
+        ("/v1/ops/handlers", get(routes::list_handlers)),
+        ("/v1/ops/handlers/reload", post(routes::reload_handlers)),
+        ("/v1/ops/resource/share/create", post(sharing::create)),
+        ("/v1/ops/resource/share/list", post(sharing::list)),
+        ("/v1/ops/resource/share/discard", post(sharing::discard)),
+        ("/v1/ops/resource/share/revoke", post(sharing::revoke)),
+        ("/v1/ops/resource/share/copy", post(sharing::copy)),
+        ("/v1/ops/resource/copy", post(resource_ops::copy)),
+        ("/v1/ops/resource/move", post(resource_ops::move_resource)),
+        ("/v1/ops/resource/subscribe", post(feed::subscribe)),
+        ("/v1/ops/publication/create", post(publication::create)),
+        ("/v1/ops/publication/list", post(publication::list)),
+        ("/v1/ops/publication/get", post(publication::get)),
+        ("/v1/ops/publication/delete", post(publication::delete)),
+        ("/v1/ops/publication/approve", post(publication::approve)),
+        ("/v1/ops/publication/reject", post(publication::reject)),
+        ("/v1/ops/publication/rule/list", post(publication::list_rules)),
+        ("/v1/invitations", get(sharing::list_invitations)),
+        ("/v1/invitations/{id}", get(sharing::get_invitation).delete(sharing::delete_invitation)),
+        ("/v1/metadata/{*path}", get(v1::metadata)),
+        // File uploads are limited by the blob service while streaming.
+        ("/v1/files/{*path}", v1::resource_routes()),
+        ("/v1/prompts/{*path}", v1::resource_routes()),
+        ("/v1/conversations/{*path}", v1::resource_routes()),
+        ("/v1/applications/{*path}", v1::resource_routes()),
+        // The mint sites: bodies are bounded by the proxy while reading.
+        ("/openai/deployments/{*rest}", post(deployments::openai).layer(DefaultBodyLimit::disable())),
+        ("/anthropic/deployments/{*rest}", post(deployments::anthropic).layer(DefaultBodyLimit::disable())),
+        (
+            "/v1/deployments/{*rest}",
+            post(deployments::mcp).get(deployments::mcp).delete(deployments::mcp).layer(DefaultBodyLimit::disable()),
+        ),
+        ("/v1/consent/{*rest}", get(consent::get).post(consent::post).delete(consent::delete)),
+        ("/v2/metadata/{*path}", get(v2::metadata)),
+        ("/v2/versions/{*path}", get(v2::versions)),
+        ("/v2/ops/{group}/restore", post(v2::restore)),
+        // Uploads are limited by the engine while streaming, per type.
+        ("/v2/{*path}", get(v2::get).put(v2::put).delete(v2::delete).layer(DefaultBodyLimit::disable())),
+    ]
+}
+
 /// All routes, with CORS (DIAL answers every origin and exposes its headers,
 /// `ETag` first of all) and request tracing.
 pub fn router(state: AppState) -> Router {
@@ -170,48 +221,9 @@ pub fn router(state: AppState) -> Router {
         .allow_headers(Any)
         .expose_headers([header::ETAG])
         .max_age(std::time::Duration::from_secs(86400));
-    Router::new()
-        .route("/health", get(routes::health))
-        .route("/ready", get(routes::ready))
-        .route("/metrics", get(routes::metrics))
-        .route("/v1/bucket", get(routes::bucket))
-        .route("/v1/ops/handlers", get(routes::list_handlers))
-        .route("/v1/ops/handlers/reload", post(routes::reload_handlers))
-        .route("/v1/ops/resource/share/create", post(sharing::create))
-        .route("/v1/ops/resource/share/list", post(sharing::list))
-        .route("/v1/ops/resource/share/discard", post(sharing::discard))
-        .route("/v1/ops/resource/share/revoke", post(sharing::revoke))
-        .route("/v1/ops/resource/share/copy", post(sharing::copy))
-        .route("/v1/ops/resource/copy", post(resource_ops::copy))
-        .route("/v1/ops/resource/move", post(resource_ops::r#move))
-        .route("/v1/ops/resource/subscribe", post(feed::subscribe))
-        .route("/v1/ops/publication/create", post(publication::create))
-        .route("/v1/ops/publication/list", post(publication::list))
-        .route("/v1/ops/publication/get", post(publication::get))
-        .route("/v1/ops/publication/delete", post(publication::delete))
-        .route("/v1/ops/publication/approve", post(publication::approve))
-        .route("/v1/ops/publication/reject", post(publication::reject))
-        .route("/v1/ops/publication/rule/list", post(publication::list_rules))
-        .route("/v1/invitations", get(sharing::list_invitations))
-        .route("/v1/invitations/{id}", get(sharing::get_invitation).delete(sharing::delete_invitation))
-        .route("/v1/metadata/{*path}", get(v1::metadata))
-        // File uploads are limited by the blob service while streaming.
-        .route("/v1/files/{*path}", v1::resource_routes())
-        .route("/v1/prompts/{*path}", v1::resource_routes())
-        .route("/v1/conversations/{*path}", v1::resource_routes())
-        .route("/v1/applications/{*path}", v1::resource_routes())
-        // The mint sites: bodies are bounded by the proxy while reading.
-        .route("/openai/deployments/{*rest}", post(deployments::openai).layer(DefaultBodyLimit::disable()))
-        .route("/anthropic/deployments/{*rest}", post(deployments::anthropic).layer(DefaultBodyLimit::disable()))
-        .route(
-            "/v1/deployments/{*rest}",
-            post(deployments::mcp).get(deployments::mcp).delete(deployments::mcp).layer(DefaultBodyLimit::disable()),
-        )
-        .route("/v1/consent/{*rest}", get(consent::get).post(consent::post).delete(consent::delete))
-        .route("/v2/metadata/{*path}", get(v2::metadata))
-        .route("/v2/ops/{group}/restore", post(v2::restore))
-        // Uploads are limited by the engine while streaming, per type.
-        .route("/v2/{*path}", get(v2::get).put(v2::put).delete(v2::delete).layer(DefaultBodyLimit::disable()))
+    routes_table()
+        .into_iter()
+        .fold(Router::new(), |router, (template, route)| router.route(template, route))
         .fallback(routes::not_found)
         .layer(axum::middleware::from_fn(crate::metrics::http::track))
         .layer(cors)

@@ -13,8 +13,8 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::AppState;
@@ -38,7 +38,7 @@ fn store(state: &AppState) -> PublicationStore {
     PublicationStore::new(state.documents().clone())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct CreateRequest {
     #[serde(default)]
@@ -51,7 +51,7 @@ struct CreateRequest {
     rules: Vec<Rule>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct ResourceRequest {
     #[serde(default)]
@@ -84,6 +84,8 @@ struct Planned {
 }
 
 /// `POST /v1/ops/publication/create`
+#[utoipa::path(post, path = "/v1/ops/publication/create", tag = "publication", request_body = CreateRequest,
+    responses((status = 200, description = "The publication, pending review", body = crate::publication::Publication)))]
 pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Value>, ApiError> {
     let request: CreateRequest = body(&bytes, "Can't create publication")?;
     let requested_folder = request
@@ -245,7 +247,7 @@ async fn remove_review_copy(state: &AppState, url: &str) {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct UrlRequest {
     url: String,
     #[serde(default)]
@@ -269,6 +271,8 @@ async fn authorized(state: &AppState, caller: &Caller, url: &str) -> Result<(Str
 }
 
 /// `POST /v1/ops/publication/get`
+#[utoipa::path(post, path = "/v1/ops/publication/get", tag = "publication", request_body = UrlRequest,
+    responses((status = 200, description = "The publication (its author or an admin)", body = crate::publication::Publication)))]
 pub async fn get(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Publication>, ApiError> {
     let request: UrlRequest = body(&bytes, "Can't get publication")?;
     Ok(Json(authorized(&state, &caller, &request.url).await?.1))
@@ -276,6 +280,9 @@ pub async fn get(State(state): State<AppState>, caller: Caller, bytes: Bytes) ->
 
 /// `POST /v1/ops/publication/list`: `publications/<own bucket>/` for the
 /// caller's own, `publications/public/` for the admins' pending queue.
+#[utoipa::path(post, path = "/v1/ops/publication/list", tag = "publication", request_body = UrlRequest,
+    responses((status = 200, description = "The publications, without their resources and rules",
+        body = super::openapi::Publications)))]
 pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Value>, ApiError> {
     let request: UrlRequest = body(&bytes, "Can't list publications")?;
     let bucket = request
@@ -313,6 +320,8 @@ pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -
 /// removes) a publication. Withdrawing a pending one is a compare-and-swap
 /// on its status, so it and an approval cannot both win; only then are its
 /// review copies removed.
+#[utoipa::path(post, path = "/v1/ops/publication/delete", tag = "publication", request_body = UrlRequest,
+    responses((status = 200, description = "Withdrawn (author) or removed (admin)")))]
 pub async fn delete(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<StatusCode, ApiError> {
     let request: UrlRequest = body(&bytes, "Can't delete publication")?;
     let (id, publication) = authorized(&state, &caller, &request.url).await?;
@@ -360,6 +369,8 @@ async fn decide(state: &AppState, id: &str, request: &UrlRequest, status: Status
 /// undone and the publication stays as it was. DELETE actions and the
 /// removal of review copies come after the decision (deletes cannot be
 /// undone); they are idempotent.
+#[utoipa::path(post, path = "/v1/ops/publication/approve", tag = "publication", request_body = UrlRequest,
+    responses((status = 200, description = "Approved: the resources are in `public` (admins)", body = crate::publication::Publication)))]
 pub async fn approve(
     State(state): State<AppState>,
     caller: Caller,
@@ -474,6 +485,8 @@ async fn apply_before_decision(
 }
 
 /// `POST /v1/ops/publication/reject` (admin): `{"url", "comment"}`.
+#[utoipa::path(post, path = "/v1/ops/publication/reject", tag = "publication", request_body = UrlRequest,
+    responses((status = 200, description = "Rejected, with the comment (admins)", body = crate::publication::Publication)))]
 pub async fn reject(
     State(state): State<AppState>,
     caller: Caller,
@@ -486,10 +499,18 @@ pub async fn reject(
     Ok(Json(publication))
 }
 
+/// `{"rules": {"<folder>": [rule, ...]}}`: the rules along a folder.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Rules {
+    rules: RulesDocument,
+}
+
 /// `POST /v1/ops/publication/rule/list`: `{"url": "public/<folder>/"}` → the
 /// rules of the folder and its ancestors. The caller must be able to read
 /// the folder.
-pub async fn list_rules(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(post, path = "/v1/ops/publication/rule/list", tag = "publication", request_body = UrlRequest,
+    responses((status = 200, description = "The rules of the folder and its ancestors", body = Rules)))]
+pub async fn list_rules(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Rules>, ApiError> {
     let request: UrlRequest = body(&bytes, "Can't list rules")?;
     target_folder(&request.url)?;
     let folder = ResourceUrl::parse(&format!("any/{}", request.url), Intent::Read)?;
@@ -497,5 +518,5 @@ pub async fn list_rules(State(state): State<AppState>, caller: Caller, bytes: By
         return Err(ApiError::forbidden(&request.url));
     }
     let rules = state.access().rules().along(&folder).await?;
-    Ok(Json(json!({ "rules": rules })))
+    Ok(Json(Rules { rules }))
 }

@@ -18,7 +18,7 @@ use crate::access::Permission;
 use crate::auth::Caller;
 use crate::etag::Preconditions;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct TransferRequest {
     source_url: Option<String>,
@@ -34,13 +34,27 @@ enum Transfer {
 }
 
 /// `POST /v1/ops/resource/copy`: READ on the source, WRITE on the destination.
+#[utoipa::path(post, path = "/v1/ops/resource/copy", tag = "resources", request_body = TransferRequest,
+    responses(
+        (status = 200, description = "Copied in one commit at the destination"),
+        (status = 412, description = "The destination exists and `overwrite` is false", body = String, content_type = "text/plain"),
+    ))]
 pub async fn copy(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<StatusCode, ApiError> {
     transfer(&state, &caller, &bytes, Transfer::Copy).await
 }
 
 /// `POST /v1/ops/resource/move`: WRITE on both. Within one bucket the
 /// source's shares move with it; across buckets they end (as DIAL).
-pub async fn r#move(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<StatusCode, ApiError> {
+#[utoipa::path(post, path = "/v1/ops/resource/move", tag = "resources", request_body = TransferRequest,
+    responses(
+        (status = 200, description = "Committed at the destination, then deleted at the source"),
+        (status = 412, description = "The destination exists and `overwrite` is false", body = String, content_type = "text/plain"),
+    ))]
+pub async fn move_resource(
+    State(state): State<AppState>,
+    caller: Caller,
+    bytes: Bytes,
+) -> Result<StatusCode, ApiError> {
     transfer(&state, &caller, &bytes, Transfer::Move).await
 }
 

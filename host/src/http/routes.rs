@@ -5,7 +5,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::ApiError;
@@ -14,20 +13,38 @@ use crate::access::APPDATA_FOLDER;
 use crate::auth::Caller;
 use crate::handlers::{HandlerSource, LimitOverrides};
 
+/// `{"status": "ok"}` (and, from `/ready`, the number of handler types).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Status {
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    handlers: Option<usize>,
+}
+
 /// `GET /health`: the process is up.
-pub async fn health() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+#[utoipa::path(get, path = "/health", tag = "service", security(()),
+    responses((status = 200, description = "The process is up", body = Status)))]
+pub async fn health() -> Json<Status> {
+    Json(Status { status: "ok", handlers: None })
 }
 
 /// `GET /metrics`: Prometheus text format, no credentials (like `/health`;
 /// it holds counts by route template, never names or paths).
+#[utoipa::path(get, path = "/metrics", tag = "service", security(()),
+    responses((status = 200, description = "Prometheus text exposition format", body = String,
+        content_type = "text/plain; version=0.0.4")))]
 pub async fn metrics() -> impl axum::response::IntoResponse {
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], crate::metrics::render())
 }
 
 /// `GET /ready`: the store answers, Redis (when configured) answers, and
 /// handlers are loaded.
-pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(get, path = "/ready", tag = "service", security(()),
+    responses(
+        (status = 200, description = "Ready to serve", body = Status),
+        (status = 503, description = "The store or Redis does not answer", body = String, content_type = "text/plain"),
+    ))]
+pub async fn ready(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
     crate::storage::check_ready(state.store().as_ref()).await.map_err(|error| {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("storage is not reachable: {error}"))
     })?;
@@ -37,10 +54,10 @@ pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiErro
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("Redis is not reachable: {error}"))
         })?;
     }
-    Ok(Json(json!({"status": "ready", "handlers": state.handlers().all().len()})))
+    Ok(Json(Status { status: "ready", handlers: Some(state.handlers().all().len()) }))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct BucketResponse {
     bucket: String,
     /// For a per-request key: `<user bucket>/appdata/<app>`, the folder the
@@ -51,6 +68,8 @@ pub struct BucketResponse {
 
 /// `GET /v1/bucket`: the caller's own bucket id (an application's own bucket
 /// for a per-request key, with its appdata folder).
+#[utoipa::path(get, path = "/v1/bucket", tag = "v1",
+    responses((status = 200, description = "The caller's bucket", body = BucketResponse)))]
 pub async fn bucket(State(state): State<AppState>, caller: Caller) -> Json<BucketResponse> {
     let appdata = caller
         .per_request
@@ -59,20 +78,26 @@ pub async fn bucket(State(state): State<AppState>, caller: Caller) -> Json<Bucke
     Json(BucketResponse { bucket: state.buckets().encode(&caller.bucket_location()), appdata })
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HandlerInfo {
     group: String,
     type_name: String,
     display_name: String,
     handler_version: String,
+    /// Built in, or the `.wasm` file it was loaded from.
+    #[schema(value_type = Object)]
     source: HandlerSource,
     sha256: String,
     strict: bool,
+    /// The per-resource limits the handler sets for its type.
+    #[schema(value_type = Object)]
     limits: LimitOverrides,
 }
 
 /// `GET /v1/ops/handlers` (admin): the loaded handler types.
+#[utoipa::path(get, path = "/v1/ops/handlers", tag = "service",
+    responses((status = 200, description = "The loaded handler types (admins)", body = Vec<HandlerInfo>)))]
 pub async fn list_handlers(State(state): State<AppState>, _admin: Admin) -> Json<Vec<HandlerInfo>> {
     let handlers = state
         .handlers()
@@ -98,6 +123,11 @@ pub async fn list_handlers(State(state): State<AppState>, _admin: Admin) -> Json
 /// `POST /v1/ops/handlers/reload` (admin): re-reads `handlers.dir`. 200 when
 /// every component loaded; 422 when one did not (what it replaced keeps
 /// serving), with the report either way.
+#[utoipa::path(post, path = "/v1/ops/handlers/reload", tag = "service",
+    responses(
+        (status = 200, description = "Every component loaded: `{serving, failed, removed}`", body = Object),
+        (status = 422, description = "Some failed (what they would replace keeps serving), named", body = Object),
+    ))]
 pub async fn reload_handlers(State(state): State<AppState>, _admin: Admin) -> Result<Response, ApiError> {
     let report = state.handlers().reload().await?;
     let status = if report.is_clean() { StatusCode::OK } else { StatusCode::UNPROCESSABLE_ENTITY };

@@ -10,8 +10,8 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::AppState;
@@ -30,7 +30,7 @@ fn body<T: DeserializeOwned>(bytes: &Bytes, what: &str) -> Result<T, ApiError> {
     })
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct CreateRequest {
     #[serde(default)]
@@ -39,7 +39,7 @@ struct CreateRequest {
     max_accepted_users: Option<i64>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct ResourceRequest {
     url: String,
     #[serde(default)]
@@ -75,7 +75,13 @@ async fn own_link(state: &AppState, caller: &Caller, raw: &str, message: &str) -
 }
 
 /// `POST /v1/ops/resource/share/create`
-pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(post, path = "/v1/ops/resource/share/create", tag = "sharing", request_body = CreateRequest,
+    responses((status = 200, description = "The invitation's link", body = InvitationLink)))]
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    bytes: Bytes,
+) -> Result<Json<InvitationLink>, ApiError> {
     let request: CreateRequest = body(&bytes, "Can't initiate share request")?;
     if request.resources.is_empty() {
         return Err(ApiError::bad_request("No resources provided"));
@@ -96,23 +102,61 @@ pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes)
         resources.push((SharedResource { url: link.key(), permissions }, (ttl, max_users)));
     }
     let invitation = state.access().sharing().create_invitation(&caller.bucket_location(), resources).await?;
-    Ok(Json(json!({ "invitationLink": format!("/v1/invitations/{}", invitation.id) })))
+    Ok(Json(InvitationLink { invitation_link: format!("/v1/invitations/{}", invitation.id) }))
 }
 
-fn invitation_json(invitation: &Invitation) -> Value {
-    json!({
-        "id": invitation.id,
-        "resources": invitation.resources.iter().map(|r| json!({"url": r.url, "permissions": r.permissions})).collect::<Vec<_>>(),
-        "createdAt": invitation.created_at,
-        "expireAt": invitation.expire_at,
-        "maxAcceptedUsers": invitation.max_accepted_users,
-    })
+/// `{"invitationLink": "/v1/invitations/<id>"}`.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InvitationLink {
+    invitation_link: String,
+}
+
+/// An invitation as its owner and invitees see it (not who accepted it).
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = Invitation)]
+pub struct InvitationView {
+    id: String,
+    resources: Vec<InvitedResource>,
+    created_at: i64,
+    expire_at: i64,
+    max_accepted_users: Option<i64>,
+}
+
+/// A resource an invitation covers.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct InvitedResource {
+    url: String,
+    /// `READ`, `WRITE`.
+    #[schema(value_type = Vec<String>)]
+    permissions: BTreeSet<Access>,
+}
+
+impl From<Invitation> for InvitationView {
+    fn from(invitation: Invitation) -> Self {
+        let resources = invitation
+            .resources
+            .into_iter()
+            .map(|r| InvitedResource { url: r.url, permissions: r.permissions })
+            .collect();
+        let Invitation { id, created_at, expire_at, max_accepted_users, .. } = invitation;
+        Self { id, resources, created_at, expire_at, max_accepted_users }
+    }
+}
+
+/// `{"invitations": [...]}`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Invitations {
+    invitations: Vec<InvitationView>,
 }
 
 /// `GET /v1/invitations`: the caller's own invitations.
-pub async fn list_invitations(State(state): State<AppState>, caller: Caller) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(get, path = "/v1/invitations", tag = "sharing",
+    responses((status = 200, description = "The caller's invitations", body = Invitations)))]
+pub async fn list_invitations(State(state): State<AppState>, caller: Caller) -> Result<Json<Invitations>, ApiError> {
     let invitations = state.access().sharing().invitations_of(&caller.bucket_location()).await?;
-    Ok(Json(json!({ "invitations": invitations.iter().map(invitation_json).collect::<Vec<_>>() })))
+    Ok(Json(Invitations { invitations: invitations.into_iter().map(InvitationView::from).collect() }))
 }
 
 #[derive(Deserialize)]
@@ -122,6 +166,10 @@ pub struct AcceptQuery {
 }
 
 /// `GET /v1/invitations/{id}`: the invitation; with `?accept=true`, accept it.
+#[utoipa::path(get, path = "/v1/invitations/{id}", tag = "sharing",
+    params(("id" = String, Path, description = "The invitation's id"),
+        ("accept" = Option<bool>, Query, description = "`true`: accept it (200, no body)")),
+    responses((status = 200, description = "The invitation, or nothing once accepted", body = InvitationView)))]
 pub async fn get_invitation(
     State(state): State<AppState>,
     caller: Caller,
@@ -134,10 +182,13 @@ pub async fn get_invitation(
         return Ok(StatusCode::OK.into_response());
     }
     let (_, invitation) = sharing.invitation(&id).await?;
-    Ok(Json(invitation_json(&invitation)).into_response())
+    Ok(Json(InvitationView::from(invitation)).into_response())
 }
 
 /// `DELETE /v1/invitations/{id}`: the owner withdraws an invitation.
+#[utoipa::path(delete, path = "/v1/invitations/{id}", tag = "sharing",
+    params(("id" = String, Path, description = "The invitation's id")),
+    responses((status = 200, description = "Withdrawn by its owner")))]
 pub async fn delete_invitation(
     State(state): State<AppState>,
     caller: Caller,
@@ -147,7 +198,7 @@ pub async fn delete_invitation(
     Ok(StatusCode::OK)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct ListRequest {
     #[serde(default)]
@@ -158,6 +209,9 @@ struct ListRequest {
 
 /// `POST /v1/ops/resource/share/list`: `with: "others"` lists what the caller
 /// shares; anything else, what is shared with the caller.
+#[utoipa::path(post, path = "/v1/ops/resource/share/list", tag = "sharing", request_body = ListRequest,
+    responses((status = 200, description = "Resources shared with the caller, or (`with: others`) by the caller",
+        body = super::openapi::Nodes)))]
 pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Value>, ApiError> {
     let request: ListRequest = body(&bytes, "Can't list shared resources")?;
     let sharing = state.access().sharing();
@@ -187,13 +241,15 @@ pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -
     Ok(Json(json!({ "resources": nodes })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct UrlsRequest {
     #[serde(default)]
     resources: Vec<ResourceRequest>,
 }
 
 /// `POST /v1/ops/resource/share/discard`: the caller gives up shares.
+#[utoipa::path(post, path = "/v1/ops/resource/share/discard", tag = "sharing", request_body = UrlsRequest,
+    responses((status = 200, description = "The caller no longer has them")))]
 pub async fn discard(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<StatusCode, ApiError> {
     let request: UrlsRequest = body(&bytes, "Can't discard shared resources")?;
     let mut resources = Vec::new();
@@ -206,6 +262,8 @@ pub async fn discard(State(state): State<AppState>, caller: Caller, bytes: Bytes
 }
 
 /// `POST /v1/ops/resource/share/revoke`: the owner takes grants back.
+#[utoipa::path(post, path = "/v1/ops/resource/share/revoke", tag = "sharing", request_body = UrlsRequest,
+    responses((status = 200, description = "Grants taken back (all, or the permissions named)")))]
 pub async fn revoke(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<StatusCode, ApiError> {
     let request: UrlsRequest = body(&bytes, "Can't revoke shared resources")?;
     if request.resources.is_empty() {
@@ -221,7 +279,7 @@ pub async fn revoke(State(state): State<AppState>, caller: Caller, bytes: Bytes)
     Ok(StatusCode::OK)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct CopyRequest {
     source_url: String,
@@ -230,6 +288,8 @@ struct CopyRequest {
 
 /// `POST /v1/ops/resource/share/copy`: grantees of the source get the same
 /// on the destination; both must be the caller's and exist.
+#[utoipa::path(post, path = "/v1/ops/resource/share/copy", tag = "sharing", request_body = CopyRequest,
+    responses((status = 200, description = "The destination's grantees are the source's")))]
 pub async fn copy(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<StatusCode, ApiError> {
     let request: CopyRequest = body(&bytes, "Can't copy shared access")?;
     let message = "Resource {url} does not belong to the user";

@@ -59,7 +59,14 @@ async fn resolve(
 
 /// `GET`: the item's bytes with its content type, length and `ETag`; 304
 /// when `If-None-Match` matches.
-async fn get_item(
+#[utoipa::path(get, path = "/v1/files/{bucket}/{path}", tag = "v1", params(("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
+        ("path" = String, Path, description = "The item's path in the bucket (may contain `/`)")),
+    responses(
+        (status = 200, description = "The item's bytes (a file) or JSON (prompt, conversation, application); `ETag`",
+            content((super::openapi::Binary = "application/octet-stream"), (Object = "application/json"))),
+        (status = 304, description = "`If-None-Match` matched"),
+    ))]
+pub(super) async fn get_item(
     State(state): State<AppState>,
     caller: Caller,
     uri: Uri,
@@ -82,7 +89,16 @@ async fn get_item(
 
 /// `PUT`: a file (multipart, one file part, streamed) or a JSON document
 /// (whatever the request's content type). Answers the item's metadata.
-async fn put_item(
+#[utoipa::path(put, path = "/v1/files/{bucket}/{path}", tag = "v1", params(("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
+        ("path" = String, Path, description = "The item's path in the bucket (may contain `/`)")),
+    request_body(description = "A file as one multipart part; prompts, conversations and applications as JSON",
+        content((super::openapi::FileParts = "multipart/form-data"), (Object = "application/json"))),
+    responses(
+        (status = 200, description = "Stored; the item's metadata and `ETag`", body = super::openapi::Node),
+        (status = 412, description = "`If-Match` / `If-None-Match` failed", body = String, content_type = "text/plain"),
+        (status = 413, description = "Larger than `resources.max_size` / `max_file_size`", body = String, content_type = "text/plain"),
+    ))]
+pub(super) async fn put_item(
     State(state): State<AppState>,
     caller: Caller,
     uri: Uri,
@@ -124,7 +140,10 @@ async fn put_item(
 }
 
 /// `DELETE`: the item (`If-Match` / `If-None-Match` checked).
-async fn delete_item(
+#[utoipa::path(delete, path = "/v1/files/{bucket}/{path}", tag = "v1", params(("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
+        ("path" = String, Path, description = "The item's path in the bucket (may contain `/`)")),
+    responses((status = 200, description = "Deleted (its shares end)")))]
+pub(super) async fn delete_item(
     State(state): State<AppState>,
     caller: Caller,
     uri: Uri,
@@ -139,6 +158,14 @@ async fn delete_item(
 
 /// `GET /v1/metadata/{group}/{bucket}/{path}`: a folder (trailing `/`) lists
 /// its children (`limit`, `token`, `recursive`); an item gives its metadata.
+#[utoipa::path(get, path = "/v1/metadata/{group}/{bucket}/{path}", tag = "v1",
+    params(("group" = String, Path, description = "`files`, `prompts`, `conversations` or `applications`"),
+        ("bucket" = String, Path, description = "The bucket id, or `public`"),
+        ("path" = String, Path, description = "An item, or a folder ending in `/` (may contain `/`)"),
+        ("limit" = Option<usize>, Query, description = "Page size (0–1000, default 100)"),
+        ("token" = Option<String>, Query, description = "The `nextToken` of the previous page"),
+        ("recursive" = Option<bool>, Query, description = "Every nested item, not only the children")),
+    responses((status = 200, description = "The folder's children, or the item's metadata", body = super::openapi::Node)))]
 pub async fn metadata(
     State(state): State<AppState>,
     caller: Caller,

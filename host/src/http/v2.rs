@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use object_store::ObjectStoreExt;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::catalog::{self, Kind, Link};
@@ -24,6 +24,7 @@ use crate::etag::Preconditions;
 use crate::folders::Node;
 use crate::folders::archive::stream_zip;
 use crate::folders::listing_json::{folder_json, node_json, resource_json};
+use crate::folders::marker::VersionRecord;
 use crate::folders::names::FILES_SEGMENT;
 use crate::handlers::Handler;
 use crate::resource_url::{Intent, ResourceUrl};
@@ -117,18 +118,50 @@ fn decode_file_path(raw: &str) -> Result<String, ApiError> {
     Ok(segments.join("/"))
 }
 
-/// `GET /v2/{g}/{b}/{path}`: the ZIP; `…/files/{file}`: one file.
+#[derive(Debug, Deserialize)]
+pub struct VersionQuery {
+    /// A retained version to read instead of the current one.
+    version: Option<String>,
+}
+
+/// A `version` a request names: absent, or not empty.
+fn named_version(version: Option<&str>) -> Result<Option<&str>, ApiError> {
+    match version {
+        Some("") => Err(ApiError::bad_request("version must name a version (see /v2/versions/…)")),
+        other => Ok(other),
+    }
+}
+
+/// `GET /v2/{g}/{b}/{path}`: the ZIP; `…/files/{file}`: one file; either
+/// of a retained version with `?version=<id>`.
+#[utoipa::path(get, path = "/v2/{group}/{bucket}/{path}", tag = "v2",
+    params(("group" = String, Path, description = "The handler type's group (e.g. `skills`)"),
+        ("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
+        ("path" = String, Path, description = "The resource's path (may contain `/`); a trailing `/` names a folder, \
+            `…/files/{file}` one file of the resource"),
+        ("version" = Option<String>, Query, description = "A retained version (`GET /v2/versions/…`) instead of the current one"),),
+    responses(
+        (status = 200, description = "The resource as a ZIP (streamed), or one file; `ETag`",
+            content((super::openapi::Binary = "application/zip"), (super::openapi::Binary = "application/octet-stream"))),
+        (status = 304, description = "`If-None-Match` matched"),
+        (status = 404, description = "No such resource, file or version (`Version <id> not found`)", body = String,
+            content_type = "text/plain"),
+    ))]
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
     uri: Uri,
     headers: HeaderMap,
+    Query(query): Query<VersionQuery>,
 ) -> Result<Response, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Read).await?;
     let conditions = Preconditions::from_headers(&headers);
     let engine = state.folders();
     let file = target.single_file()?;
-    let marker = engine.resource_for_read(&target.node).await?;
+    let marker = match named_version(query.version.as_deref())? {
+        None => engine.resource_for_read(&target.node).await?,
+        Some(version) => engine.version_for_read(&target.node, version).await?,
+    };
     match file {
         None => {
             if conditions.not_modified(&marker.etag) {
@@ -183,6 +216,22 @@ fn content_type_of(path: &str) -> &'static str {
 
 /// `PUT`: a whole resource (multipart, one part per file), a folder
 /// (trailing `/`), or one file (`…/files/{file}`, one part).
+#[utoipa::path(put, path = "/v2/{group}/{bucket}/{path}", tag = "v2",
+    params(("group" = String, Path, description = "The handler type's group (e.g. `skills`)"),
+        ("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
+        ("path" = String, Path, description = "The resource's path (may contain `/`); a trailing `/` names a folder, \
+            `…/files/{file}` one file of the resource"),),
+    request_body(content = super::openapi::FileParts, content_type = "multipart/form-data",
+        description = "The whole resource (one part per file, filename = relative path), or one part for `…/files/{file}`; \
+            nothing for a folder"),
+    responses(
+        (status = 200, description = "Committed: the resource's metadata (with the handler's warnings) and `ETag`",
+            body = super::openapi::Node),
+        (status = 400, description = "The handler refused it, or a name or path is invalid: each problem named",
+            body = String, content_type = "text/plain"),
+        (status = 412, description = "`If-Match` / `If-None-Match` failed", body = String, content_type = "text/plain"),
+        (status = 413, description = "Over a size limit of the type", body = String, content_type = "text/plain"),
+    ))]
 pub async fn put(
     State(state): State<AppState>,
     caller: Caller,
@@ -219,7 +268,9 @@ pub async fn put(
             Some(file) => {
                 // The path comes from the URL, so the one part may be unnamed.
                 let mut part = upload.single_file(FormFields::Counted).await?;
-                let committed = engine.put_file(&target.node, file, &mut part, &target.handler, &conditions).await;
+                let committed = engine
+                    .put_file(&target.node, file, &mut part, &target.handler, &conditions, Some(caller.author_name()))
+                    .await;
                 committed.map_err(|error| part.error_or(error))
             }
         }
@@ -234,6 +285,16 @@ pub async fn put(
 }
 
 /// `DELETE`: a resource (tombstone), an empty folder, or one file.
+#[utoipa::path(delete, path = "/v2/{group}/{bucket}/{path}", tag = "v2",
+    params(("group" = String, Path, description = "The handler type's group (e.g. `skills`)"),
+        ("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
+        ("path" = String, Path, description = "The resource's path (may contain `/`); a trailing `/` names a folder, \
+            `…/files/{file}` one file of the resource"),),
+    responses(
+        (status = 200, description = "A resource tombstoned (restorable for the grace period), an empty folder or a file \
+            removed; a file's removal answers the new `ETag`"),
+        (status = 409, description = "The folder is not empty", body = String, content_type = "text/plain"),
+    ))]
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
@@ -245,7 +306,9 @@ pub async fn delete(
     let engine = state.folders();
     match target.single_file()? {
         Some(file) => {
-            let committed = engine.delete_file(&target.node, file, &target.handler, &conditions).await?;
+            let committed = engine
+                .delete_file(&target.node, file, &target.handler, &conditions, Some(caller.author_name()))
+                .await?;
             let body = Json(resource_json(&target.node.url, &committed.marker));
             Ok(with_etag(body.into_response(), &committed.marker.etag))
         }
@@ -272,7 +335,29 @@ pub struct ListQuery {
     permissions: Option<bool>,
 }
 
+impl ListQuery {
+    /// The page size asked for: listings and version lists share the bounds.
+    fn page_limit(&self) -> Result<usize, ApiError> {
+        let limit = self.limit.unwrap_or(DEFAULT_LIMIT);
+        if limit == 0 || limit > MAX_LIMIT {
+            return Err(ApiError::bad_request(format!("limit must be between 1 and {MAX_LIMIT}")));
+        }
+        Ok(limit)
+    }
+}
+
 /// `GET /v2/metadata/{g}/{b}/{path}[/]` and `…/{resource}/files[/{dir}]`.
+#[utoipa::path(get, path = "/v2/metadata/{group}/{bucket}/{path}", tag = "v2",
+    params(("group" = String, Path, description = "The handler type's group (e.g. `skills`)"),
+        ("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
+        ("path" = String, Path, description = "The resource's path (may contain `/`); a trailing `/` names a folder, \
+            `…/files/{file}` one file of the resource"),
+        ("limit" = Option<usize>, Query, description = "Page size (1–1000, default 100)"),
+        ("token" = Option<String>, Query, description = "The `nextToken` of the previous page"),
+        ("recursive" = Option<bool>, Query, description = "Every nested folder and resource, in pre-order"),
+        ("permissions" = Option<bool>, Query, description = "Add the caller's `permissions`")),
+    responses((status = 200, description = "A folder's children, a resource's metadata, or (`…/files[/{dir}]`) its files",
+        body = super::openapi::Node)))]
 pub async fn metadata(
     State(state): State<AppState>,
     caller: Caller,
@@ -280,10 +365,7 @@ pub async fn metadata(
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/metadata/"), Intent::Read, Permission::Read).await?;
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
-    if limit == 0 || limit > MAX_LIMIT {
-        return Err(ApiError::bad_request(format!("limit must be between 1 and {MAX_LIMIT}")));
-    }
+    let limit = query.page_limit()?;
     let recursive = query.recursive.unwrap_or(false);
     let with_permissions = query.permissions.unwrap_or(false);
     let engine = state.folders();
@@ -362,29 +444,142 @@ fn as_folder(node: &Node) -> Result<Node, ApiError> {
     Ok(Node::new(url, node.location.clone())?)
 }
 
-#[derive(Debug, Deserialize)]
-pub struct RestoreRequest {
-    url: String,
+/// One retained version of a v2 resource, as `GET /v2/versions/…` lists it.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionInfo {
+    version: String,
+    etag: String,
+    created_at: i64,
+    author: Option<String>,
+    files: usize,
+    bytes: u64,
+    /// The version the resource serves now.
+    current: bool,
 }
 
-/// `POST /v2/ops/{group}/restore {"url": …}`: undo a delete within the grace window.
+/// `GET /v2/versions/…`: newest first.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionList {
+    versions: Vec<VersionInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_token: Option<String>,
+}
+
+/// `GET /v2/versions/{g}/{b}/{path}`: the versions the resource keeps,
+/// newest first, the current one marked; paged like listings.
+#[utoipa::path(get, path = "/v2/versions/{group}/{bucket}/{path}", tag = "v2",
+    params(("group" = String, Path, description = "The handler type's group (e.g. `skills`)"),
+        ("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
+        ("path" = String, Path, description = "The resource's path (may contain `/`)"),
+        ("limit" = Option<usize>, Query, description = "Page size (1–1000, default 100)"),
+        ("token" = Option<String>, Query, description = "The `nextToken` of the previous page"),),
+    responses((status = 200, description = "The retained versions, newest first, the current one marked",
+        body = VersionList)))]
+pub async fn versions(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<VersionList>, ApiError> {
+    let target = resolve(&state, &caller, raw_path(&uri, "/v2/versions/"), Intent::Read, Permission::Read).await?;
+    if target.file.is_some() {
+        return Err(ApiError::bad_request("Versions are of a resource: drop the /files/… part of the URL"));
+    }
+    let limit = query.page_limit()?;
+    let marker = state.folders().resource_for_read(&target.node).await?;
+    let now = crate::folders::engine::now_ms();
+    let all: Vec<(VersionRecord, bool)> = std::iter::once((marker.current_record(), true))
+        .chain(marker.history.iter().filter(|record| record.visible_at(now)).map(|record| (record.clone(), false)))
+        .collect();
+    // The token names the last version returned; if it has been swept
+    // since, the page goes on with what is older than it.
+    let start = match &query.token {
+        None => 0,
+        Some(token) => {
+            let decoded = decode_token(token)?;
+            let (created_at, version) = decoded
+                .split_once(':')
+                .and_then(|(at, version)| Some((at.parse::<i64>().ok()?, version)))
+                .ok_or_else(|| ApiError::bad_request(format!("Invalid token: {token}")))?;
+            match all.iter().position(|(record, _)| record.version == version) {
+                Some(index) => index + 1,
+                None => all.iter().position(|(record, _)| record.created_at < created_at).unwrap_or(all.len()),
+            }
+        }
+    };
+    let more = start + limit < all.len();
+    let versions: Vec<VersionInfo> = all
+        .into_iter()
+        .skip(start)
+        .take(limit)
+        .map(|(record, current)| VersionInfo {
+            version: record.version,
+            etag: record.etag,
+            created_at: record.created_at,
+            author: record.author,
+            files: record.files,
+            bytes: record.bytes,
+            current,
+        })
+        .collect();
+    let next_token = versions.last().filter(|_| more).map(|last| {
+        let token = format!("{}:{}", last.created_at, last.version);
+        bs58::encode(token.as_bytes()).into_string()
+    });
+    Ok(Json(VersionList { versions, next_token }))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct RestoreRequest {
+    url: String,
+    /// A retained version to make current again; without it, the request
+    /// undoes a delete.
+    version: Option<String>,
+}
+
+/// `POST /v2/ops/{group}/restore {"url": …}`: undo a delete within the grace
+/// window; with `"version"`, make a retained version current again (a new
+/// commit; `If-Match` is checked against the current version).
+#[utoipa::path(post, path = "/v2/ops/{group}/restore", tag = "v2",
+    params(("group" = String, Path, description = "The handler type's group")),
+    request_body = RestoreRequest,
+    responses(
+        (status = 200, description = "Restored: the resource's metadata and `ETag`", body = super::openapi::Node),
+        (status = 404, description = "No such resource (or tombstone), or `Version <id> not found`", body = String,
+            content_type = "text/plain"),
+        (status = 412, description = "`If-Match` is not the current etag", body = String, content_type = "text/plain"),
+    ))]
 pub async fn restore(
     State(state): State<AppState>,
     caller: Caller,
     axum::extract::Path(group): axum::extract::Path<String>,
+    headers: HeaderMap,
     body: String,
 ) -> Result<Response, ApiError> {
     let request: RestoreRequest =
         serde_json::from_str(&body).map_err(|e| ApiError::bad_request(format!("Failed to parse json: {e}")))?;
     let target = locate(&state, request.url.trim_start_matches('/'), Intent::Write)?;
-    // The owner or an admin (SPEC §4): admins hold no write on users' buckets.
-    if !caller.is_admin {
-        check_access(&state, &caller, &target.node, Permission::Write).await?;
-    }
     if target.node.url.group() != group {
         return Err(ApiError::bad_request(format!("{} is not a {group} resource", target.node.url)));
     }
-    let marker = state.folders().restore(&target.node).await?;
+    let engine = state.folders();
+    let marker = match named_version(request.version.as_deref())? {
+        None => {
+            // The owner or an admin (SPEC §4): admins hold no write on users' buckets.
+            if !caller.is_admin {
+                check_access(&state, &caller, &target.node, Permission::Write).await?;
+            }
+            engine.restore(&target.node).await?
+        }
+        Some(version) => {
+            check_access(&state, &caller, &target.node, Permission::Write).await?;
+            let conditions = Preconditions::from_headers(&headers);
+            let author = Some(caller.author_name());
+            engine.restore_version(&target.node, version, &target.handler, author, &conditions).await?
+        }
+    };
     Ok(with_etag(Json(resource_json(&target.node.url, &marker)).into_response(), &marker.etag))
 }
 

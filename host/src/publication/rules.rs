@@ -19,7 +19,7 @@ use crate::auth::Caller;
 use crate::documents::{DocumentError, Documents, global_path};
 use crate::resource_url::ResourceUrl;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum RuleFunction {
     True,
@@ -29,7 +29,7 @@ pub enum RuleFunction {
     Regex,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Rule {
     pub function: RuleFunction,
     pub source: String,

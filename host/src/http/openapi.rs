@@ -1,0 +1,335 @@
+//! `GET /openapi.json`: the OpenAPI 3.1 document, derived from the
+//! `#[utoipa::path]` attributes on the route handlers themselves, so a route
+//! and its documentation change together. The router's table
+//! ([`super::routes_table`]) and this document are checked against each
+//! other in this module's tests and, method by method against the running
+//! server, in `tests/blackbox/openapi.rs`.
+//!
+//! Handlers answer typed bodies where they can, and those types are their
+//! schemas. The few shapes still built as JSON values (DIAL's listing JSON,
+//! publication summaries) and bodies read as streams are described by the
+//! schema types below; errors are plain text everywhere
+//! (see [`super::error`]), so every operation gets one `default` response
+//! saying so instead of each repeating it.
+
+use std::sync::LazyLock;
+
+use axum::http::header;
+use axum::response::IntoResponse;
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{Content, OpenApi as Document, PathItem, RefOr, Response};
+use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
+
+use super::{consent, deployments, feed, publication, resource_ops, routes, sharing, v1, v2};
+
+/// Paths one handler serves besides the one its attribute documents:
+/// `(documented, also, suffix of the copies' operation ids)`.
+const ALSO_SERVED: [(&str, &str, &str); 4] = [
+    ("/v1/files/{bucket}/{path}", "/v1/prompts/{bucket}/{path}", "prompts"),
+    ("/v1/files/{bucket}/{path}", "/v1/conversations/{bucket}/{path}", "conversations"),
+    ("/v1/files/{bucket}/{path}", "/v1/applications/{bucket}/{path}", "applications"),
+    ("/openai/deployments/{deployment}/chat/completions", "/openai/deployments/{deployment}/responses", "responses"),
+];
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "dial-host",
+        description = "DIAL Core's resource API (v1 blobs, sharing, publication, per-request keys, consent) \
+                       and folder-shaped v2 resources whose types are WebAssembly handlers."
+    ),
+    paths(
+        document,
+        routes::health,
+        routes::ready,
+        routes::metrics,
+        routes::bucket,
+        routes::list_handlers,
+        routes::reload_handlers,
+        sharing::create,
+        sharing::list,
+        sharing::discard,
+        sharing::revoke,
+        sharing::copy,
+        sharing::list_invitations,
+        sharing::get_invitation,
+        sharing::delete_invitation,
+        resource_ops::copy,
+        resource_ops::move_resource,
+        feed::subscribe,
+        publication::create,
+        publication::list,
+        publication::get,
+        publication::delete,
+        publication::approve,
+        publication::reject,
+        publication::list_rules,
+        v1::metadata,
+        v1::get_item,
+        v1::put_item,
+        v1::delete_item,
+        deployments::openai,
+        deployments::anthropic,
+        deployments::mcp,
+        consent::get,
+        consent::post,
+        consent::delete,
+        v2::metadata,
+        v2::versions,
+        v2::restore,
+        v2::get,
+        v2::put,
+        v2::delete,
+    ),
+    security(("api_key" = []), ("bearer" = [])),
+    modifiers(&Conventions),
+    tags(
+        (name = "service", description = "Health, readiness, metrics, this document, handler administration"),
+        (name = "v1", description = "DIAL's single-blob resources: files, prompts, conversations, applications"),
+        (name = "v2", description = "Folder resources (a skill: SKILL.md and any files), typed by WebAssembly handlers"),
+        (name = "sharing", description = "Invitations and shared access"),
+        (name = "publication", description = "Publishing resources to the public bucket, reviewed by admins"),
+        (name = "resources", description = "Copy, move and the change feed, for every kind of resource"),
+        (name = "deployments", description = "Applications called through the host with per-request keys"),
+        (name = "consent", description = "Users' and admins' consent to applications' resource dependencies"),
+    )
+)]
+struct ApiDoc;
+
+/// What every operation shares: the two ways to authenticate, plain-text
+/// errors, and the paths a handler serves besides its documented one.
+struct Conventions;
+
+impl Modify for Conventions {
+    fn modify(&self, doc: &mut Document) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("api_key", SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("Api-Key"))));
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build()),
+        );
+
+        // Ids are the handlers' names, which repeat across modules (`get`,
+        // `delete`): qualified by the tag, they are unique.
+        for item in doc.paths.paths.values_mut() {
+            for operation in operations(item) {
+                let tag = operation.tags.as_ref().and_then(|tags| tags.first()).cloned().unwrap_or_default();
+                operation.operation_id = operation.operation_id.take().map(|id| format!("{tag}_{id}"));
+            }
+        }
+        for (documented, also, suffix) in ALSO_SERVED {
+            let mut item = doc.paths.paths.get(documented).cloned().expect("ALSO_SERVED names documented paths");
+            for operation in operations(&mut item) {
+                operation.operation_id = operation.operation_id.take().map(|id| format!("{id}_{suffix}"));
+            }
+            doc.paths.paths.insert(also.to_string(), item);
+        }
+
+        // One handler serving several methods gets one id per method.
+        for item in doc.paths.paths.values_mut() {
+            let shared: Vec<bool> = {
+                let ids: Vec<Option<String>> = operations(item).map(|o| o.operation_id.clone()).collect();
+                ids.iter().map(|id| ids.iter().filter(|other| *other == id).count() > 1).collect()
+            };
+            for ((method, operation), shared) in methods(item).zip(shared) {
+                if shared {
+                    operation.operation_id = operation.operation_id.take().map(|id| format!("{id}_{method}"));
+                }
+            }
+        }
+
+        let error = Response::builder()
+            .description("An error: its status, and a plain-text message naming the problem")
+            .content("text/plain", Content::new(Some(String::schema())))
+            .build();
+        for item in doc.paths.paths.values_mut() {
+            for operation in operations(item) {
+                operation.responses.responses.entry("default".into()).or_insert_with(|| RefOr::T(error.clone()));
+            }
+        }
+    }
+}
+
+fn operations(item: &mut PathItem) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
+    methods(item).map(|(_, operation)| operation)
+}
+
+fn methods(item: &mut PathItem) -> impl Iterator<Item = (&'static str, &mut utoipa::openapi::path::Operation)> {
+    [
+        ("get", &mut item.get),
+        ("put", &mut item.put),
+        ("post", &mut item.post),
+        ("delete", &mut item.delete),
+        ("patch", &mut item.patch),
+        ("head", &mut item.head),
+    ]
+    .into_iter()
+    .filter_map(|(method, operation)| Some((method, operation.as_mut()?)))
+}
+
+/// Built once, served as the same bytes every time.
+static DOCUMENT: LazyLock<String> =
+    LazyLock::new(|| ApiDoc::openapi().to_json().expect("the OpenAPI document serialises"));
+
+/// `GET /openapi.json`: this document; no credentials needed.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "service",
+    security(()),
+    responses((status = 200, description = "The OpenAPI 3.1 document of every route", body = Object))
+)]
+pub async fn document() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], DOCUMENT.as_str())
+}
+
+// ----- shapes built as JSON values, and bodies read as streams ---------------
+
+/// A node as DIAL lists it: a resource (`ITEM`) or a folder (`FOLDER`).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Node {
+    pub name: Option<String>,
+    pub parent_path: Option<String>,
+    pub bucket: String,
+    /// `<group>/<bucket>/<path>`, a folder's ending in `/` (v2 resources too).
+    pub url: String,
+    #[schema(example = "ITEM")]
+    pub node_type: String,
+    /// `FILE`, `PROMPT`, `SKILL`, … (the handler's type name for v2).
+    pub resource_type: Option<String>,
+    pub created_at: Option<i64>,
+    pub updated_at: Option<i64>,
+    pub etag: Option<String>,
+    /// v2: the metadata the handler extracted (a skill: name, description, …).
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Value>,
+    pub author: Option<String>,
+    /// v2: the handler's warnings about the resource.
+    pub warnings: Option<Vec<String>>,
+    /// v2 file listings: a file's size in bytes.
+    pub content_length: Option<u64>,
+    /// With `permissions=true`: what the caller may do (`READ`, `WRITE`, …).
+    pub permissions: Option<Vec<String>>,
+    /// A folder listing's children.
+    #[schema(no_recursion)]
+    pub items: Option<Vec<Node>>,
+    /// More children: pass as `token`.
+    pub next_token: Option<String>,
+}
+
+/// `{"resources": [...]}`: shared resources.
+#[derive(Serialize, ToSchema)]
+pub struct Nodes {
+    pub resources: Vec<Node>,
+}
+
+/// A multipart upload: one part per file, the part's filename its path.
+#[derive(ToSchema)]
+#[allow(dead_code)] // a schema only: the parts are read as a stream
+pub struct FileParts {
+    /// Any number of file parts; the field name is not used.
+    #[schema(value_type = String, format = Binary)]
+    pub file: Vec<u8>,
+}
+
+/// Bytes as they are stored (a ZIP, a file, a stream).
+#[derive(ToSchema)]
+#[schema(value_type = String, format = Binary)]
+#[allow(dead_code)] // a schema only
+pub struct Binary(Vec<u8>);
+
+/// `{"publications": [...]}`: each without `resources` and `rules`.
+#[derive(Serialize, ToSchema)]
+pub struct Publications {
+    pub publications: Vec<crate::publication::Publication>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The static prefix of a router template with a wildcard tail, or the
+    /// whole template with its parameters blanked.
+    enum Template {
+        Exact(String),
+        Prefix(String),
+    }
+
+    fn parse(template: &str) -> Template {
+        match template.split_once("{*") {
+            Some((prefix, _)) => Template::Prefix(prefix.to_string()),
+            None => Template::Exact(blank_parameters(template)),
+        }
+    }
+
+    fn blank_parameters(path: &str) -> String {
+        let mut out = String::new();
+        let mut inside = false;
+        for c in path.chars() {
+            match c {
+                '{' => (inside, out) = (true, out + "{}"),
+                '}' => inside = false,
+                c if !inside => out.push(c),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The template serving a documented path: the same path, else the
+    /// wildcard route with the longest prefix of it (as the router picks).
+    fn serving<'a>(path: &str, templates: &'a [&'static str]) -> Option<&'a str> {
+        let blank = blank_parameters(path);
+        templates.iter().copied().find(|t| matches!(parse(t), Template::Exact(e) if e == blank)).or_else(|| {
+            templates
+                .iter()
+                .copied()
+                .filter_map(|t| match parse(t) {
+                    Template::Prefix(prefix) if path.starts_with(&prefix) => Some((prefix.len(), t)),
+                    _ => None,
+                })
+                .max_by_key(|(length, _)| *length)
+                .map(|(_, t)| t)
+        })
+    }
+
+    fn document() -> Value {
+        serde_json::from_str(&DOCUMENT).unwrap()
+    }
+
+    #[test]
+    fn every_route_is_documented_and_every_documented_path_is_routed() {
+        let templates: Vec<&'static str> = super::super::routes_table().into_iter().map(|(t, _)| t).collect();
+        let paths: Vec<String> = document()["paths"].as_object().unwrap().keys().cloned().collect();
+        let mut served = std::collections::BTreeSet::new();
+        for path in &paths {
+            let template = serving(path, &templates).unwrap_or_else(|| panic!("{path} is documented, not routed"));
+            served.insert(template);
+        }
+        let undocumented: Vec<&&str> = templates.iter().filter(|t| !served.contains(**t)).collect();
+        assert!(undocumented.is_empty(), "routes without documentation: {undocumented:?}");
+    }
+
+    #[test]
+    fn the_document_is_openapi_3_1_with_unique_operation_ids_and_errors_everywhere() {
+        let doc = &document();
+        assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+        let mut ids = std::collections::BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let id = operation["operationId"].as_str().unwrap_or_else(|| panic!("{method} {path} has no id"));
+                assert!(ids.insert(id.to_string()), "{id} twice");
+                assert!(operation["responses"]["default"].is_object(), "{method} {path}");
+            }
+        }
+        for (documented, also, _) in ALSO_SERVED {
+            assert_eq!(
+                doc["paths"][documented].as_object().unwrap().len(),
+                doc["paths"][also].as_object().unwrap().len()
+            );
+        }
+    }
+}
