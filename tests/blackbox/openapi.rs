@@ -3,12 +3,14 @@
 //! running server method by method: every documented operation is routed,
 //! and every method the server routes on a documented path is documented.
 
+use std::path::Path;
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::support::Setup;
-use crate::upstream::clients_python;
+use crate::sharing::{Fixture, HS_SECRET};
+use crate::support::{Client, JwtUser as User, Reply, Setup};
+use crate::upstream::{WORKSPACE, clients_python};
 
 const METHODS: [&str; 4] = ["GET", "PUT", "POST", "DELETE"];
 
@@ -61,4 +63,209 @@ async fn the_document_is_valid_openapi_and_matches_what_the_server_routes() {
             );
         }
     }
+}
+
+/// Requests sent through [`Recorder::call`], with what came back, for
+/// `tests/clients/openapi_conformance.py` to check against the document.
+struct Recorder<'a> {
+    client: &'a Client,
+    exchanges: Vec<Value>,
+}
+
+/// One request: the documented path template, the concrete URL, who sends
+/// it, and its JSON body (multipart PUTs send `files` instead).
+struct Call<'a> {
+    method: &'a str,
+    template: &'a str,
+    url: String,
+    user: &'a User,
+    json: Option<Value>,
+    files: &'a [(&'a str, &'a [u8])],
+}
+
+impl Recorder<'_> {
+    async fn call(&mut self, call: Call<'_>) -> Reply {
+        let auth = call.user.auth();
+        let reply = match (call.method, &call.json) {
+            ("PUT", None) => self.client.put_files(&call.url, &auth, call.files).await,
+            ("PUT", Some(body)) => self.client.put_body(&call.url, &auth, body.to_string().as_bytes()).await,
+            ("POST", body) => {
+                let body = body.as_ref().map(Value::to_string).unwrap_or_default();
+                self.client.post(&call.url, &auth, &body).await
+            }
+            ("DELETE", _) => self.client.delete(&call.url, &auth).await,
+            _ => self.client.get(&call.url, &auth).await,
+        };
+        let content_type = reply.headers.get("content-type").map(|v| v.to_str().unwrap().to_string());
+        let is_json = content_type.as_deref().is_some_and(|t| t.starts_with("application/json"));
+        self.exchanges.push(json!({
+            "method": call.method,
+            "path": call.template,
+            "status": reply.status,
+            "contentType": content_type,
+            "request": call.json,
+            "response": if is_json { reply.json() } else { Value::Null },
+        }));
+        reply
+    }
+}
+
+fn get<'a>(template: &'a str, url: String, user: &'a User) -> Call<'a> {
+    Call { method: "GET", template, url, user, json: None, files: &[] }
+}
+
+fn post<'a>(template: &'a str, user: &'a User, json: Value) -> Call<'a> {
+    Call { method: "POST", template, url: template.to_string(), user, json: Some(json), files: &[] }
+}
+
+/// What the server answers is what the document says, body by body: a walk
+/// through every resource kind, versions, copy and move, sharing,
+/// publication and handler administration (successes and errors), each
+/// request and answer checked against the document's schemas by a standard
+/// JSON Schema validator. (Deployments and consent are proxied to, or
+/// about, applications; their bodies are documented as free-form objects.)
+#[tokio::test]
+async fn the_document_describes_the_bodies_the_server_reads_and_answers() {
+    let Some(python) = clients_python() else { return };
+    let f = Fixture::start("").await;
+    let admin = User::new(&f.client, HS_SECRET, "root", &["admin"]).await;
+    let (alice, bob) = (&f.alice, &f.bob);
+    let a = alice.bucket.as_str();
+    let mut r = Recorder { client: &f.client, exchanges: Vec::new() };
+    let skill_md = b"---\nname: s\ndescription: Does s things.\n---\n# s\n";
+    let skill: [(&str, &[u8]); 2] = [("SKILL.md", skill_md), ("scripts/run.py", b"print('hi')\n")];
+
+    // The service and the caller's bucket.
+    for template in ["/health", "/ready", "/v1/bucket"] {
+        expect(r.call(get(template, template.to_string(), alice)).await, 200);
+    }
+
+    // v1: a file, a prompt, their metadata and folder listing, a 404.
+    let file = Call {
+        files: &[("a.txt", b"hello")],
+        ..put("/v1/files/{bucket}/{path}", format!("/v1/files/{a}/d/a.txt"), alice)
+    };
+    expect(r.call(file).await, 200);
+    let prompt = Call {
+        json: Some(json!({"name": "p", "content": "Hi"})),
+        ..put("/v1/prompts/{bucket}/{path}", format!("/v1/prompts/{a}/p"), alice)
+    };
+    expect(r.call(prompt).await, 200);
+    expect(r.call(get("/v1/prompts/{bucket}/{path}", format!("/v1/prompts/{a}/p"), alice)).await, 200);
+    let metadata = "/v1/metadata/{group}/{bucket}/{path}";
+    for url in [
+        format!("/v1/metadata/files/{a}/d/a.txt"),
+        format!("/v1/metadata/files/{a}/d/"),
+        format!("/v1/metadata/files/{a}/"),
+    ] {
+        expect(r.call(get(metadata, url, alice)).await, 200);
+    }
+    expect(r.call(get("/v1/files/{bucket}/{path}", format!("/v1/files/{a}/none"), alice)).await, 404);
+
+    // v2: a skill, its listings, versions, restore, copy and move.
+    let put_skill = |path: &str| Call {
+        files: &skill,
+        ..put("/v2/{group}/{bucket}/{path}", format!("/v2/skills/{a}/{path}"), alice)
+    };
+    expect(r.call(put_skill("team/s")).await, 200);
+    expect(r.call(put_skill("team/s")).await, 200);
+    let metadata = "/v2/metadata/{group}/{bucket}/{path}";
+    for url in [
+        format!("/v2/metadata/skills/{a}/team/?permissions=true"),
+        format!("/v2/metadata/skills/{a}/team/s"),
+        format!("/v2/metadata/skills/{a}/team/s/files/"),
+        format!("/v2/metadata/skills/{a}/"),
+    ] {
+        expect(r.call(get(metadata, url, alice)).await, 200);
+    }
+    let versions =
+        r.call(get("/v2/versions/{group}/{bucket}/{path}", format!("/v2/versions/skills/{a}/team/s"), alice)).await;
+    let oldest = versions.json()["versions"][1]["version"].as_str().unwrap().to_string();
+    let restore = Call {
+        url: "/v2/ops/skills/restore".into(),
+        ..post("/v2/ops/{group}/restore", alice, json!({"url": format!("skills/{a}/team/s/"), "version": oldest}))
+    };
+    expect(r.call(restore).await, 200);
+    let unknown = Call {
+        url: "/v2/ops/skills/restore".into(),
+        ..post("/v2/ops/{group}/restore", alice, json!({"url": format!("skills/{a}/team/s"), "version": "none"}))
+    };
+    expect(r.call(unknown).await, 404);
+    let transfer = |source: &str, destination: &str| json!({"sourceUrl": source, "destinationUrl": destination, "overwrite": false});
+    let copied =
+        post("/v1/ops/resource/copy", alice, transfer(&format!("skills/{a}/team/s/"), &format!("skills/{a}/team/c/")));
+    expect(r.call(copied).await, 200);
+    let again =
+        post("/v1/ops/resource/copy", alice, transfer(&format!("skills/{a}/team/s/"), &format!("skills/{a}/team/c/")));
+    expect(r.call(again).await, 412);
+    let moved =
+        post("/v1/ops/resource/move", alice, transfer(&format!("files/{a}/d/a.txt"), &format!("files/{a}/d/b.txt")));
+    expect(r.call(moved).await, 200);
+
+    // Sharing: an invitation, accepted, listed both ways, copied, revoked.
+    let share =
+        json!({"invitationType": "link", "resources": [{"url": format!("skills/{a}/team/"), "permissions": ["READ"]}]});
+    let invitation = r.call(post("/v1/ops/resource/share/create", alice, share)).await;
+    assert_eq!(invitation.status, 200, "{}", invitation.body);
+    let id = invitation.json()["invitationLink"].as_str().unwrap().rsplit('/').next().unwrap().to_string();
+    expect(r.call(get("/v1/invitations/{id}", format!("/v1/invitations/{id}"), bob)).await, 200);
+    expect(r.call(get("/v1/invitations/{id}", format!("/v1/invitations/{id}?accept=true"), bob)).await, 200);
+    expect(r.call(get("/v1/invitations", "/v1/invitations".into(), alice)).await, 200);
+    for (user, with) in [(bob, "me"), (alice, "others")] {
+        expect(r.call(post("/v1/ops/resource/share/list", user, json!({"with": with}))).await, 200);
+    }
+    let bobs = get("/v2/metadata/{group}/{bucket}/{path}", format!("/v2/metadata/skills/{a}/team/s"), bob);
+    expect(r.call(bobs).await, 200);
+    let copy = json!({"sourceUrl": format!("skills/{a}/team/s/"), "destinationUrl": format!("skills/{a}/team/c/")});
+    expect(r.call(post("/v1/ops/resource/share/copy", alice, copy)).await, 200);
+    let revoke = json!({"resources": [{"url": format!("skills/{a}/team/")}]});
+    expect(r.call(post("/v1/ops/resource/share/revoke", alice, revoke)).await, 200);
+    let bobs = get("/v2/metadata/{group}/{bucket}/{path}", format!("/v2/metadata/skills/{a}/team/s"), bob);
+    expect(r.call(bobs).await, 403);
+
+    // Publication: created, listed, read, approved; its rules listed.
+    let publish = json!({
+        "name": "tools",
+        "targetFolder": "public/tools/",
+        "resources": [{"action": "ADD", "sourceUrl": format!("skills/{a}/team/s/"), "targetUrl": "skills/public/tools/s/"}],
+        "rules": [{"function": "EQUAL", "source": "roles", "targets": ["user"]}],
+    });
+    let created = r.call(post("/v1/ops/publication/create", alice, publish)).await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    let url = created.json()["url"].clone();
+    assert_eq!(
+        r.call(post("/v1/ops/publication/list", alice, json!({"url": format!("publications/{a}/")}))).await.status,
+        200
+    );
+    expect(r.call(post("/v1/ops/publication/get", &admin, json!({"url": url}))).await, 200);
+    expect(r.call(post("/v1/ops/publication/approve", &admin, json!({"url": url}))).await, 200);
+    expect(r.call(post("/v1/ops/publication/rule/list", bob, json!({"url": "public/tools/"}))).await, 200);
+    let public = get("/v2/metadata/{group}/{bucket}/{path}", "/v2/metadata/skills/public/tools/".into(), bob);
+    expect(r.call(public).await, 200);
+
+    // Handler administration, and a refusal.
+    expect(r.call(get("/v1/ops/handlers", "/v1/ops/handlers".into(), &admin)).await, 200);
+    expect(r.call(get("/v1/ops/handlers", "/v1/ops/handlers".into(), bob)).await, 403);
+
+    // Every exchange against the document the server serves.
+    let doc = f.client.get("/openapi.json", &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (doc_file, exchanges_file) = (dir.path().join("openapi.json"), dir.path().join("exchanges.json"));
+    std::fs::write(&doc_file, &doc.bytes).unwrap();
+    std::fs::write(&exchanges_file, serde_json::to_vec_pretty(&r.exchanges).unwrap()).unwrap();
+    let script = Path::new(WORKSPACE).join("tests/clients/openapi_conformance.py");
+    let output = Command::new(python).arg(script).arg(&doc_file).arg(&exchanges_file).output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the server answered what its document does not say:\n{said}");
+    assert!(said.contains(&format!("OK {} exchanges", r.exchanges.len())), "{said}");
+}
+
+/// `reply` has `status`, or the test fails showing what it has instead.
+fn expect(reply: Reply, status: u16) -> Reply {
+    assert_eq!(reply.status, status, "{}", reply.body);
+    reply
+}
+
+fn put<'a>(template: &'a str, url: String, user: &'a User) -> Call<'a> {
+    Call { method: "PUT", template, url, user, json: None, files: &[] }
 }

@@ -79,7 +79,9 @@ async fn a_published_skill_is_readable_by_those_the_rules_admit() {
     let reply = f
         .publish(
             &f.alice,
-            json!([{"action": "ADD", "sourceUrl": source, "targetUrl": "skills/public/tools/pdf"}]),
+            // Both named as listings name resources (`…/pdf/`): the stored
+            // target is the canonical `…/pdf` (checked below).
+            json!([{"action": "ADD", "sourceUrl": format!("{source}/"), "targetUrl": "skills/public/tools/pdf/"}]),
             rules.clone(),
         )
         .await;

@@ -72,9 +72,10 @@ async fn every_kind_of_item_is_copied_and_moved_in_one_commit() {
     assert_eq!(copy.etag(), source.etag(), "same files, same aggregate etag");
     let script = f.get(&f.alice, &format!("/v2/skills/{a}/s/files/scripts/run.py")).await;
     assert_eq!(script.body, "print('hi')\n");
-    // The listing form of a resource (`…/s/`) names the resource itself.
+    // The listing form of a resource (`…/s/`) names the resource itself, as
+    // a source and as a destination that does not exist yet.
     let moved =
-        transfer(&f, &f.alice, "move", &format!("skills/{a}/s/"), &format!("skills/{a}/archive/s"), false).await;
+        transfer(&f, &f.alice, "move", &format!("skills/{a}/s/"), &format!("skills/{a}/archive/s/"), false).await;
     assert_eq!(moved.status, 200, "{}", moved.body);
     assert_eq!(f.get(&f.alice, &format!("/v2/skills/{a}/s")).await.status, 404);
     assert_eq!(f.get(&f.alice, &format!("/v2/skills/{a}/archive/s")).await.etag(), source.etag());

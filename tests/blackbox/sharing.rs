@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::support::{Client, JwtUser as User, Reply, Server, Setup};
 
-const HS_SECRET: &str = "sharing-secret";
+pub(crate) const HS_SECRET: &str = "sharing-secret";
 
 /// A server with JWT identities and three users; shared with `resource_ops`.
 pub(crate) struct Fixture {

@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 /// The workspace root, where `scripts/test` puts `.venv-clients`.
-const WORKSPACE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+pub(crate) const WORKSPACE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
 /// How long a server may take to print `ready` (the MCP server imports the whole SDK).
 const START_TIMEOUT: Duration = Duration::from_secs(60);

@@ -43,7 +43,8 @@ async fn restore(f: &Fixture, user: &User, bucket: &str, version: &str, if_match
     if let Some(etag) = if_match {
         headers.push(("If-Match", etag));
     }
-    let body = json!({"url": format!("skills/{bucket}/s"), "version": version}).to_string();
+    // The resource in its listing form (`…/s/`), as a client copies it from `url`.
+    let body = json!({"url": format!("skills/{bucket}/s/"), "version": version}).to_string();
     f.client.post("/v2/ops/skills/restore", &headers, &body).await
 }
 

@@ -81,6 +81,16 @@ pub async fn canonical(state: &AppState, link: Link) -> Result<Link, ApiError> {
     }
 }
 
+/// A link that must name a resource (the destination of a copy, move or
+/// publication, which is never a folder): a v2 resource in its listing form
+/// (`…/x/`) is the item `…/x` whether or not it exists yet.
+pub fn resource(link: Link) -> Link {
+    match (&link.kind, link.url.as_item()) {
+        (Kind::Folder(_), Some(item)) if link.url.is_folder() => Link { url: item, ..link },
+        _ => link,
+    }
+}
+
 /// Ok when `caller` holds `permission` on what `link` names (403 otherwise).
 pub async fn require(state: &AppState, caller: &Caller, link: &Link, permission: Permission) -> Result<(), ApiError> {
     let resource = Resource { url: &link.url, location: &link.location };

@@ -136,7 +136,7 @@ impl Feed {
         let mut index = 0;
         while index < self.watched.len() {
             let link = &self.watched[index];
-            if !covers(link, &event.url) {
+            if !crate::sharing::covers(&link.key(), &event.url) {
                 index += 1;
                 continue;
             }
@@ -163,12 +163,6 @@ impl Feed {
             Err(_) => false,
         }
     }
-}
-
-/// An item covers its own URL; a folder covers what is below it.
-fn covers(link: &Link, url: &str) -> bool {
-    let key = link.key();
-    if link.url.is_folder() { url.starts_with(&key) } else { url == key }
 }
 
 /// A v2 resource as listings show it: with its trailing `/`.

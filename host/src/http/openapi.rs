@@ -140,6 +140,14 @@ impl Modify for Conventions {
             }
         }
 
+        // A handler serving several methods documents one request body; only
+        // the methods that carry one keep it (MCP's GET and DELETE send none).
+        for item in doc.paths.paths.values_mut() {
+            for operation in [&mut item.get, &mut item.delete].into_iter().flatten() {
+                operation.request_body = None;
+            }
+        }
+
         let error = Response::builder()
             .description("An error: its status, and a plain-text message naming the problem")
             .content("text/plain", Content::new(Some(String::schema())))
@@ -209,10 +217,15 @@ pub struct Node {
     pub author: Option<String>,
     /// v2: the handler's warnings about the resource.
     pub warnings: Option<Vec<String>>,
-    /// v2 file listings: a file's size in bytes.
+    /// v1 files and v2 file listings: a file's size in bytes.
     pub content_length: Option<u64>,
-    /// With `permissions=true`: what the caller may do (`READ`, `WRITE`, …).
+    /// v1 files: the content type it was uploaded with.
+    pub content_type: Option<String>,
+    /// With `permissions=true`: what the caller may do (`READ`, `WRITE`, …);
+    /// in `share/list`, what the share grants.
     pub permissions: Option<Vec<String>>,
+    /// `share/list` with `others`: the users who accepted the share.
+    pub shared_with: Option<Vec<String>>,
     /// A folder listing's children.
     #[schema(no_recursion)]
     pub items: Option<Vec<Node>>,
@@ -240,12 +253,6 @@ pub struct FileParts {
 #[schema(value_type = String, format = Binary)]
 #[allow(dead_code)] // a schema only
 pub struct Binary(Vec<u8>);
-
-/// `{"publications": [...]}`: each without `resources` and `rules`.
-#[derive(Serialize, ToSchema)]
-pub struct Publications {
-    pub publications: Vec<crate::publication::Publication>,
-}
 
 #[cfg(test)]
 mod tests {
@@ -311,6 +318,63 @@ mod tests {
         }
         let undocumented: Vec<&&str> = templates.iter().filter(|t| !served.contains(**t)).collect();
         assert!(undocumented.is_empty(), "routes without documentation: {undocumented:?}");
+    }
+
+    /// The names of the types deriving `ToSchema` in `source`: the type's own
+    /// name, or the one `#[schema(as = …)]` gives it.
+    fn schema_names(source: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut pending = false;
+        let mut renamed: Option<String> = None;
+        for line in source.lines().map(str::trim) {
+            if line.starts_with("#[derive(") && line.contains("ToSchema") {
+                (pending, renamed) = (true, None);
+            } else if pending && let Some(rest) = line.strip_prefix("#[schema(as = ") {
+                renamed = rest.split([')', ',']).next().map(|name| name.trim().to_string());
+            } else if pending && let Some(item) = ["struct ", "enum "].iter().find_map(|k| line.split_once(k)) {
+                let name = item.1.split(|c: char| !c.is_alphanumeric() && c != '_').next().unwrap_or_default();
+                names.push(renamed.take().unwrap_or_else(|| name.to_string()));
+                pending = false;
+            }
+        }
+        names
+    }
+
+    #[test]
+    fn no_two_schema_types_share_a_name() {
+        // utoipa keys components by the type's bare name: a second type of
+        // the same name silently replaces the first in the document (the
+        // health check once answered with the publication-status enum).
+        fn walk(dir: &std::path::Path, found: &mut Vec<(String, String)>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    walk(&path, found);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let source = std::fs::read_to_string(&path).unwrap();
+                    found.extend(schema_names(&source).into_iter().map(|n| (n, path.display().to_string())));
+                }
+            }
+        }
+        let mut found = Vec::new();
+        walk(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut found);
+        assert!(found.len() > 20, "the scan found only {found:?}");
+        let mut seen = std::collections::BTreeMap::new();
+        for (name, file) in &found {
+            if let Some(first) = seen.insert(name, file) {
+                panic!("two schema types named {name}: in {first} and in {file}");
+            }
+        }
+        let components = document()["components"]["schemas"].as_object().unwrap().len();
+        assert!(components <= found.len(), "{components} components from {} types", found.len());
+    }
+
+    #[test]
+    fn the_scan_sees_derives_and_renames() {
+        let source = "#[derive(Serialize, utoipa::ToSchema)]\n#[serde(rename_all = \"camelCase\")]\npub struct A {\n}\n\
+                      #[derive(ToSchema)]\n#[schema(as = B)]\nstruct Inner;\n#[derive(Debug)]\nenum C {}\n\
+                      #[derive(ToSchema)]\npub(crate) enum D { X }\n";
+        assert_eq!(schema_names(source), ["A", "B", "D"]);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::AppState;
 use super::catalog::{self, Link};
@@ -26,7 +26,9 @@ use crate::documents::Update;
 use crate::etag::{EtagMatch, Preconditions};
 use crate::folders::engine::now_ms;
 use crate::publication::rules::{PublicRules, Rule, RulesDocument};
-use crate::publication::{Action, Publication, PublicationResource, PublicationStore, Status, parse_publication_url};
+use crate::publication::{
+    Action, Publication, PublicationResource, PublicationStore, PublicationSummary, Status, parse_publication_url,
+};
 use crate::resource_url::{Intent, ResourceUrl, SEGMENT_ESCAPES};
 use percent_encoding::utf8_percent_encode;
 
@@ -40,20 +42,20 @@ fn store(state: &AppState) -> PublicationStore {
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-struct CreateRequest {
+struct PublicationRequest {
     #[serde(default)]
     name: Option<String>,
     #[serde(default)]
     target_folder: Option<String>,
     #[serde(default)]
-    resources: Vec<ResourceRequest>,
+    resources: Vec<PublicationResourceRequest>,
     #[serde(default)]
     rules: Vec<Rule>,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-struct ResourceRequest {
+struct PublicationResourceRequest {
     #[serde(default)]
     action: Option<Action>,
     #[serde(default)]
@@ -84,10 +86,10 @@ struct Planned {
 }
 
 /// `POST /v1/ops/publication/create`
-#[utoipa::path(post, path = "/v1/ops/publication/create", tag = "publication", request_body = CreateRequest,
+#[utoipa::path(post, path = "/v1/ops/publication/create", tag = "publication", request_body = PublicationRequest,
     responses((status = 200, description = "The publication, pending review", body = crate::publication::Publication)))]
 pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Value>, ApiError> {
-    let request: CreateRequest = body(&bytes, "Can't create publication")?;
+    let request: PublicationRequest = body(&bytes, "Can't create publication")?;
     let requested_folder = request
         .target_folder
         .clone()
@@ -117,7 +119,7 @@ pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes)
         let action = resource.action.ok_or_else(|| ApiError::bad_request("Resource \"action\" is missing"))?;
         let target_raw =
             resource.target_url.as_deref().ok_or_else(|| ApiError::bad_request("Resource \"targetUrl\" is missing"))?;
-        let target = catalog::parse_link(&state, target_raw)?;
+        let target = catalog::resource(catalog::parse_link(&state, target_raw)?);
         let inside = target.url.is_public()
             && !target.url.is_folder()
             && target.url.segments().len() > folder_segments.len()
@@ -141,7 +143,7 @@ pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes)
                     .source_url
                     .as_deref()
                     .ok_or_else(|| ApiError::bad_request("Resource \"sourceUrl\" is missing"))?;
-                let source = catalog::parse_link(&state, source_raw)?;
+                let source = catalog::resource(catalog::parse_link(&state, source_raw)?);
                 if source.url.is_public() || source.url.is_folder() {
                     return Err(ApiError::bad_request(format!("Source resource {source_raw} must be a private item")));
                 }
@@ -278,12 +280,18 @@ pub async fn get(State(state): State<AppState>, caller: Caller, bytes: Bytes) ->
     Ok(Json(authorized(&state, &caller, &request.url).await?.1))
 }
 
+/// `{"publications": [...]}`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Publications {
+    publications: Vec<PublicationSummary>,
+}
+
 /// `POST /v1/ops/publication/list`: `publications/<own bucket>/` for the
 /// caller's own, `publications/public/` for the admins' pending queue.
 #[utoipa::path(post, path = "/v1/ops/publication/list", tag = "publication", request_body = UrlRequest,
     responses((status = 200, description = "The publications, without their resources and rules",
-        body = super::openapi::Publications)))]
-pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Value>, ApiError> {
+        body = Publications)))]
+pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Publications>, ApiError> {
     let request: UrlRequest = body(&bytes, "Can't list publications")?;
     let bucket = request
         .url
@@ -303,17 +311,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -
         }
         store(&state).by_author(&author).await?
     };
-    let summaries: Vec<Value> = publications
-        .iter()
-        .map(|p| {
-            let mut summary = serde_json::to_value(p).expect("publications serialize");
-            let object = summary.as_object_mut().expect("an object");
-            object.remove("resources");
-            object.remove("rules");
-            summary
-        })
-        .collect();
-    Ok(Json(json!({ "publications": summaries })))
+    Ok(Json(Publications { publications: publications.iter().map(PublicationSummary::from).collect() }))
 }
 
 /// `POST /v1/ops/publication/delete`: the author withdraws (or an admin

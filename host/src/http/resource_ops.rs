@@ -68,7 +68,7 @@ async fn transfer(state: &AppState, caller: &Caller, bytes: &Bytes, kind: Transf
     let destination =
         request.destination_url.ok_or_else(|| ApiError::bad_request("destinationUrl must be provided"))?;
     let source = catalog::canonical(state, catalog::parse_link(state, &source)?).await?;
-    let destination = catalog::canonical(state, catalog::parse_link(state, &destination)?).await?;
+    let destination = catalog::resource(catalog::parse_link(state, &destination)?);
     if source.url.group() != destination.url.group() {
         return Err(ApiError::bad_request("source and destination resources must be the same type"));
     }

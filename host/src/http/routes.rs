@@ -15,7 +15,7 @@ use crate::handlers::{HandlerSource, LimitOverrides};
 
 /// `{"status": "ok"}` (and, from `/ready`, the number of handler types).
 #[derive(Serialize, utoipa::ToSchema)]
-pub struct Status {
+pub struct ServiceStatus {
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     handlers: Option<usize>,
@@ -23,9 +23,9 @@ pub struct Status {
 
 /// `GET /health`: the process is up.
 #[utoipa::path(get, path = "/health", tag = "service", security(()),
-    responses((status = 200, description = "The process is up", body = Status)))]
-pub async fn health() -> Json<Status> {
-    Json(Status { status: "ok", handlers: None })
+    responses((status = 200, description = "The process is up", body = ServiceStatus)))]
+pub async fn health() -> Json<ServiceStatus> {
+    Json(ServiceStatus { status: "ok", handlers: None })
 }
 
 /// `GET /metrics`: Prometheus text format, no credentials (like `/health`;
@@ -41,10 +41,10 @@ pub async fn metrics() -> impl axum::response::IntoResponse {
 /// handlers are loaded.
 #[utoipa::path(get, path = "/ready", tag = "service", security(()),
     responses(
-        (status = 200, description = "Ready to serve", body = Status),
+        (status = 200, description = "Ready to serve", body = ServiceStatus),
         (status = 503, description = "The store or Redis does not answer", body = String, content_type = "text/plain"),
     ))]
-pub async fn ready(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
+pub async fn ready(State(state): State<AppState>) -> Result<Json<ServiceStatus>, ApiError> {
     crate::storage::check_ready(state.store().as_ref()).await.map_err(|error| {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("storage is not reachable: {error}"))
     })?;
@@ -54,7 +54,7 @@ pub async fn ready(State(state): State<AppState>) -> Result<Json<Status>, ApiErr
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("Redis is not reachable: {error}"))
         })?;
     }
-    Ok(Json(Status { status: "ready", handlers: Some(state.handlers().all().len()) }))
+    Ok(Json(ServiceStatus { status: "ready", handlers: Some(state.handlers().all().len()) }))
 }
 
 #[derive(Serialize, utoipa::ToSchema)]

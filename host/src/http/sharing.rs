@@ -32,15 +32,15 @@ fn body<T: DeserializeOwned>(bytes: &Bytes, what: &str) -> Result<T, ApiError> {
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-struct CreateRequest {
+struct ShareRequest {
     #[serde(default)]
-    resources: Vec<ResourceRequest>,
+    resources: Vec<ShareResource>,
     #[serde(default)]
     max_accepted_users: Option<i64>,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
-struct ResourceRequest {
+struct ShareResource {
     url: String,
     #[serde(default)]
     permissions: Option<Vec<String>>,
@@ -75,14 +75,14 @@ async fn own_link(state: &AppState, caller: &Caller, raw: &str, message: &str) -
 }
 
 /// `POST /v1/ops/resource/share/create`
-#[utoipa::path(post, path = "/v1/ops/resource/share/create", tag = "sharing", request_body = CreateRequest,
+#[utoipa::path(post, path = "/v1/ops/resource/share/create", tag = "sharing", request_body = ShareRequest,
     responses((status = 200, description = "The invitation's link", body = InvitationLink)))]
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
     bytes: Bytes,
 ) -> Result<Json<InvitationLink>, ApiError> {
-    let request: CreateRequest = body(&bytes, "Can't initiate share request")?;
+    let request: ShareRequest = body(&bytes, "Can't initiate share request")?;
     if request.resources.is_empty() {
         return Err(ApiError::bad_request("No resources provided"));
     }
@@ -244,7 +244,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -
 #[derive(Deserialize, utoipa::ToSchema)]
 struct UrlsRequest {
     #[serde(default)]
-    resources: Vec<ResourceRequest>,
+    resources: Vec<ShareResource>,
 }
 
 /// `POST /v1/ops/resource/share/discard`: the caller gives up shares.

@@ -63,7 +63,7 @@ async fn resolve(
         ("path" = String, Path, description = "The item's path in the bucket (may contain `/`)")),
     responses(
         (status = 200, description = "The item's bytes (a file) or JSON (prompt, conversation, application); `ETag`",
-            content((super::openapi::Binary = "application/octet-stream"), (Object = "application/json"))),
+            content((super::openapi::Binary = "application/octet-stream"), (serde_json::Value = "application/json"))),
         (status = 304, description = "`If-None-Match` matched"),
     ))]
 pub(super) async fn get_item(
@@ -91,8 +91,8 @@ pub(super) async fn get_item(
 /// (whatever the request's content type). Answers the item's metadata.
 #[utoipa::path(put, path = "/v1/files/{bucket}/{path}", tag = "v1", params(("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
         ("path" = String, Path, description = "The item's path in the bucket (may contain `/`)")),
-    request_body(description = "A file as one multipart part; prompts, conversations and applications as JSON",
-        content((super::openapi::FileParts = "multipart/form-data"), (Object = "application/json"))),
+    request_body(description = "A file as one multipart part; prompts and conversations as any JSON document, applications as a JSON object",
+        content((super::openapi::FileParts = "multipart/form-data"), (serde_json::Value = "application/json"))),
     responses(
         (status = 200, description = "Stored; the item's metadata and `ETag`", body = super::openapi::Node),
         (status = 412, description = "`If-Match` / `If-None-Match` failed", body = String, content_type = "text/plain"),
@@ -162,7 +162,7 @@ pub(super) async fn delete_item(
     params(("group" = String, Path, description = "`files`, `prompts`, `conversations` or `applications`"),
         ("bucket" = String, Path, description = "The bucket id, or `public`"),
         ("path" = String, Path, description = "An item, or a folder ending in `/` (may contain `/`)"),
-        ("limit" = Option<usize>, Query, description = "Page size (0–1000, default 100)"),
+        ("limit" = Option<usize>, Query, minimum = 0, maximum = 1000, description = "Page size (0–1000, default 100)"),
         ("token" = Option<String>, Query, description = "The `nextToken` of the previous page"),
         ("recursive" = Option<bool>, Query, description = "Every nested item, not only the children")),
     responses((status = 200, description = "The folder's children, or the item's metadata", body = super::openapi::Node)))]

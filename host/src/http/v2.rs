@@ -284,7 +284,8 @@ pub async fn put(
     Ok(with_etag(body.into_response(), &committed.marker.etag))
 }
 
-/// `DELETE`: a resource (tombstone), an empty folder, or one file.
+/// `DELETE`: a resource (tombstone; named `…/x` or, as listings name it,
+/// `…/x/`), an empty folder, or one file.
 #[utoipa::path(delete, path = "/v2/{group}/{bucket}/{path}", tag = "v2",
     params(("group" = String, Path, description = "The handler type's group (e.g. `skills`)"),
         ("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
@@ -312,14 +313,16 @@ pub async fn delete(
             let body = Json(resource_json(&target.node.url, &committed.marker));
             Ok(with_etag(body.into_response(), &committed.marker.etag))
         }
-        None if target.node.url.is_folder() => {
+        // A resource named in its listing form (`…/x/`) is deleted as `…/x`.
+        None if engine.access_url(&target.node).await?.is_folder() => {
             engine.delete_folder(&target.node, &conditions).await?;
             state.access().sharing().forget(&target.node.location, &target.node.url.to_string()).await?;
             Ok(StatusCode::OK.into_response())
         }
         None => {
             let Target { node, handler, .. } = target;
-            let link = Link { url: node.url, location: node.location, kind: Kind::Folder(handler) };
+            let url = node.url.as_item().unwrap_or(node.url);
+            let link = Link { url, location: node.location, kind: Kind::Folder(handler) };
             catalog::delete(&state, &link, &conditions).await?;
             Ok(StatusCode::OK.into_response())
         }
@@ -352,7 +355,7 @@ impl ListQuery {
         ("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
         ("path" = String, Path, description = "The resource's path (may contain `/`); a trailing `/` names a folder, \
             `…/files/{file}` one file of the resource"),
-        ("limit" = Option<usize>, Query, description = "Page size (1–1000, default 100)"),
+        ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "Page size (1–1000, default 100)"),
         ("token" = Option<String>, Query, description = "The `nextToken` of the previous page"),
         ("recursive" = Option<bool>, Query, description = "Every nested folder and resource, in pre-order"),
         ("permissions" = Option<bool>, Query, description = "Add the caller's `permissions`")),
@@ -473,7 +476,7 @@ pub struct VersionList {
     params(("group" = String, Path, description = "The handler type's group (e.g. `skills`)"),
         ("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
         ("path" = String, Path, description = "The resource's path (may contain `/`)"),
-        ("limit" = Option<usize>, Query, description = "Page size (1–1000, default 100)"),
+        ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "Page size (1–1000, default 100)"),
         ("token" = Option<String>, Query, description = "The `nextToken` of the previous page"),),
     responses((status = 200, description = "The retained versions, newest first, the current one marked",
         body = VersionList)))]
@@ -560,10 +563,13 @@ pub async fn restore(
 ) -> Result<Response, ApiError> {
     let request: RestoreRequest =
         serde_json::from_str(&body).map_err(|e| ApiError::bad_request(format!("Failed to parse json: {e}")))?;
-    let target = locate(&state, request.url.trim_start_matches('/'), Intent::Write)?;
-    if target.node.url.group() != group {
-        return Err(ApiError::bad_request(format!("{} is not a {group} resource", target.node.url)));
-    }
+    // A link like any other in a body: `…/x` or its listing form `…/x/`.
+    let link = catalog::resource(catalog::parse_link(&state, &request.url)?);
+    let handler = match &link.kind {
+        Kind::Folder(handler) if link.url.group() == group => handler.clone(),
+        _ => return Err(ApiError::bad_request(format!("{} is not a {group} resource", link.url))),
+    };
+    let target = Target { node: Node::new(link.url, link.location)?, handler, file: None, file_folder: false };
     let engine = state.folders();
     let marker = match named_version(request.version.as_deref())? {
         None => {

@@ -67,6 +67,38 @@ pub struct Publication {
     pub comment: Option<String>,
 }
 
+/// A publication as listings show it: without its resources and rules.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PublicationSummary {
+    pub url: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub target_folder: String,
+    pub status: Status,
+    pub created_at: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+    pub resource_types: BTreeSet<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+}
+
+impl From<&Publication> for PublicationSummary {
+    fn from(p: &Publication) -> Self {
+        Self {
+            url: p.url.clone(),
+            name: p.name.clone(),
+            target_folder: p.target_folder.clone(),
+            status: p.status,
+            created_at: p.created_at,
+            author: p.author.clone(),
+            resource_types: p.resource_types.clone(),
+            comment: p.comment.clone(),
+        }
+    }
+}
+
 /// The id and author bucket of a `publications/<bucket>/<id>` URL.
 pub fn parse_publication_url(url: &str) -> Option<(String, String)> {
     let rest = url.trim_start_matches('/').strip_prefix("publications/")?;
