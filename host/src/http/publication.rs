@@ -500,6 +500,8 @@ pub async fn reject(
 /// `{"rules": {"<folder>": [rule, ...]}}`: the rules along a folder.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct Rules {
+    // Inline: by reference, utoipa would name the alias's schema `BTreeMap`.
+    #[schema(inline)]
     rules: RulesDocument,
 }
 
