@@ -174,9 +174,14 @@ async fn folders_are_created_listed_and_deleted_only_when_empty() {
 
     let not_empty = f.client.delete(&f.url("team/deep/er/"), &[("Api-Key", OWNER)]).await;
     assert_eq!((not_empty.status, not_empty.body.contains("not empty")), (409, true), "{}", not_empty.body);
-    // Deleted by the url its listing gives (`…/s/`), as a client would.
-    assert_eq!(f.client.delete(&f.url("team/deep/er/s/"), &[("Api-Key", OWNER)]).await.status, 200);
-    assert_eq!(f.get(&f.url("team/deep/er/s")).await.status, 404);
+    // `…/s/` deletes folders only: the resource's listing form is refused,
+    // naming the URL that deletes it, and the resource stays.
+    let folder_form = f.client.delete(&f.url("team/deep/er/s/"), &[("Api-Key", OWNER)]).await;
+    assert_eq!(folder_form.status, 400, "{}", folder_form.body);
+    assert!(folder_form.body.contains("is a resource, not a folder"), "{}", folder_form.body);
+    assert!(folder_form.body.ends_with("/team/deep/er/s"), "{}", folder_form.body);
+    assert_eq!(f.get(&f.url("team/deep/er/s")).await.status, 200);
+    assert_eq!(f.client.delete(&f.url("team/deep/er/s"), &[("Api-Key", OWNER)]).await.status, 200);
     assert_eq!(f.client.delete(&f.url("team/deep/er/"), &[("Api-Key", OWNER)]).await.status, 200);
     // No cascade: the parent stays.
     assert_eq!(names(&f.get(&f.metadata("team/deep/")).await.json()), Vec::<(String, String)>::new());

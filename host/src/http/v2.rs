@@ -284,8 +284,7 @@ pub async fn put(
     Ok(with_etag(body.into_response(), &committed.marker.etag))
 }
 
-/// `DELETE`: a resource (tombstone; named `…/x` or, as listings name it,
-/// `…/x/`), an empty folder, or one file.
+/// `DELETE`: a resource (tombstone), an empty folder, or one file.
 #[utoipa::path(delete, path = "/v2/{group}/{bucket}/{path}", tag = "v2",
     params(("group" = String, Path, description = "The handler type's group (e.g. `skills`)"),
         ("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
@@ -294,6 +293,8 @@ pub async fn put(
     responses(
         (status = 200, description = "A resource tombstoned (restorable for the grace period), an empty folder or a file \
             removed; a file's removal answers the new `ETag`"),
+        (status = 400, description = "`…/x/` names a resource, not a folder (delete it as `…/x`)", body = String,
+            content_type = "text/plain"),
         (status = 409, description = "The folder is not empty", body = String, content_type = "text/plain"),
     ))]
 pub async fn delete(
@@ -313,16 +314,23 @@ pub async fn delete(
             let body = Json(resource_json(&target.node.url, &committed.marker));
             Ok(with_etag(body.into_response(), &committed.marker.etag))
         }
-        // A resource named in its listing form (`…/x/`) is deleted as `…/x`.
-        None if engine.access_url(&target.node).await?.is_folder() => {
+        None if target.node.url.is_folder() => {
+            // `…/x/` deletes a folder only if empty (SPEC §4); a resource's
+            // listing form must not delete the resource and its files.
+            let named = engine.access_url(&target.node).await?;
+            if !named.is_folder() {
+                return Err(ApiError::bad_request(format!(
+                    "{} is a resource, not a folder: delete it as {named}",
+                    target.node.url
+                )));
+            }
             engine.delete_folder(&target.node, &conditions).await?;
             state.access().sharing().forget(&target.node.location, &target.node.url.to_string()).await?;
             Ok(StatusCode::OK.into_response())
         }
         None => {
             let Target { node, handler, .. } = target;
-            let url = node.url.as_item().unwrap_or(node.url);
-            let link = Link { url, location: node.location, kind: Kind::Folder(handler) };
+            let link = Link { url: node.url, location: node.location, kind: Kind::Folder(handler) };
             catalog::delete(&state, &link, &conditions).await?;
             Ok(StatusCode::OK.into_response())
         }
