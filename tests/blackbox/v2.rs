@@ -2,7 +2,7 @@
 //! listings, limits, conditional requests, delete/restore, access.
 
 use futures_util::StreamExt;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support::{Client, Server, Setup, unzip};
 
@@ -294,7 +294,24 @@ async fn listings_paginate_and_list_files() {
     let deep = f.get(&format!("{}?recursive=true", f.metadata("team/sub/f/files"))).await.json();
     let deep: Vec<&str> = deep["items"].as_array().unwrap().iter().map(|i| i["url"].as_str().unwrap()).collect();
     assert!(deep[1].ends_with("/team/sub/f/files/x/y.txt"), "{deep:?}");
-    assert_eq!(f.get(&format!("{}?limit=1001", f.metadata("team/"))).await.status, 400);
+    // The query is read as DIAL reads the v1 one: the same bounds and message,
+    // `limit=0` an empty page with no token, the metadata MIME on request.
+    for bad in ["limit=1001", "limit=-1", "limit=x", "recursive=yes"] {
+        let reply = f.get(&format!("{}?{bad}", f.metadata("team/"))).await;
+        assert_eq!(reply.status, 400, "{bad}");
+        assert_eq!(reply.body, "Bad query parameters. Limit must be in [0, 1000] range. Recursive must be true/false");
+    }
+    for recursive in ["false", "TRUE"] {
+        let empty = f.get(&format!("{}?limit=0&recursive={recursive}", f.metadata("team/"))).await;
+        assert_eq!(empty.status, 200, "{}", empty.body);
+        assert_eq!((empty.json()["items"].clone(), empty.json().get("nextToken").cloned()), (json!([]), None));
+    }
+    let typed = f
+        .client
+        .get(&f.metadata("team/"), &[("Api-Key", OWNER), ("Accept", "application/vnd.dial.metadata+json")])
+        .await;
+    assert_eq!(typed.headers["content-type"], "application/vnd.dial.metadata+json");
+    assert_eq!(f.get(&f.metadata("team/")).await.headers["content-type"], "application/json");
     assert_eq!(f.get(&format!("{}?token=0OIl", f.metadata("team/"))).await.status, 400, "tokens are Base58");
     assert_eq!(f.get(&f.metadata("nowhere/")).await.status, 404);
 }

@@ -83,7 +83,10 @@ async fn versions_are_listed_newest_first_read_by_id_and_restored_as_a_new_commi
     assert_eq!(listed(&second_page).len(), 1);
     assert_eq!(listed(&second_page)[0]["version"], ids[2].as_str());
     assert!(second_page.json().get("nextToken").is_none(), "{}", second_page.body);
-    assert_eq!(versions(&f, &f.alice, &a, "?limit=0").await.status, 400);
+    // The same query rules as listings: `limit=0` an empty page, no token.
+    let none = versions(&f, &f.alice, &a, "?limit=0").await;
+    assert_eq!((listed(&none).len(), none.json().get("nextToken").is_none()), (0, true), "{}", none.body);
+    assert_eq!(versions(&f, &f.alice, &a, "?limit=1001").await.status, 400);
     let bad_token = versions(&f, &f.alice, &a, "?token=not-base58!").await;
     assert_eq!(bad_token.status, 400, "{}", bad_token.body);
 

@@ -1326,6 +1326,11 @@ impl FolderEngine {
         if !node.url.is_bucket_root() && self.read_folder_marker(node).await?.is_none() {
             return Err(FolderError::NotFound(node.url.to_string()));
         }
+        if limit == 0 {
+            // DIAL admits `limit=0`: an empty page with no token (there is
+            // no last name to resume after), as the v1 listing answers it.
+            return Ok(Listing { items: Vec::new(), next_token: None });
+        }
         if recursive {
             self.list_recursive(node, token, limit, shows).await
         } else {

@@ -1,6 +1,8 @@
-//! Typed extractors: who is calling.
+//! Typed extractors: who is calling, and what a listing asks for.
 
-use axum::extract::FromRequestParts;
+use std::collections::HashMap;
+
+use axum::extract::{FromRequestParts, Query};
 use axum::http::request::Parts;
 
 use super::AppState;
@@ -49,5 +51,79 @@ impl FromRequestParts<AppState> for Admin {
             return Err(ApiError::forbidden(parts.uri.path()));
         }
         Ok(Admin(caller))
+    }
+}
+
+/// DIAL's answer to any listing parameter it cannot read.
+pub const BAD_LISTING_QUERY: &str =
+    "Bad query parameters. Limit must be in [0, 1000] range. Recursive must be true/false";
+
+/// A listing's query, read as DIAL reads it (v1 and v2 alike): `limit`
+/// 0..=1000 (default 100), `recursive` `true`/`false` in any case, `token`
+/// (empty = none), `permissions=true`; anything else in `limit` or
+/// `recursive` is a 400 with [`BAD_LISTING_QUERY`].
+#[derive(Debug, PartialEq)]
+pub struct ListingQuery {
+    pub limit: usize,
+    pub token: Option<String>,
+    pub recursive: bool,
+    pub permissions: bool,
+}
+
+impl ListingQuery {
+    pub const DEFAULT_LIMIT: usize = 100;
+    pub const MAX_LIMIT: usize = 1000;
+
+    fn parse(query: &HashMap<String, String>) -> Result<Self, ApiError> {
+        let bad = || ApiError::bad_request(BAD_LISTING_QUERY);
+        let limit = match query.get("limit") {
+            None => Self::DEFAULT_LIMIT,
+            Some(limit) => limit.trim().parse::<usize>().ok().filter(|l| *l <= Self::MAX_LIMIT).ok_or_else(bad)?,
+        };
+        let recursive = match query.get("recursive").map(|r| r.to_ascii_lowercase()) {
+            None => false,
+            Some(r) if r == "true" => true,
+            Some(r) if r == "false" => false,
+            Some(_) => return Err(bad()),
+        };
+        Ok(Self {
+            limit,
+            token: query.get("token").filter(|token| !token.is_empty()).cloned(),
+            recursive,
+            permissions: query.get("permissions").is_some_and(|p| p.eq_ignore_ascii_case("true")),
+        })
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ListingQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let Query(query) = Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
+            .map_err(|_| ApiError::bad_request(BAD_LISTING_QUERY))?;
+        Self::parse(&query)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<ListingQuery, ApiError> {
+        ListingQuery::parse(&pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    }
+
+    #[test]
+    fn listing_queries_are_read_as_dial_reads_them() {
+        let defaults = ListingQuery { limit: 100, token: None, recursive: false, permissions: false };
+        assert_eq!(parse(&[]).unwrap(), defaults);
+        let all = parse(&[("limit", "0"), ("recursive", "TRUE"), ("token", "t"), ("permissions", "true")]).unwrap();
+        assert_eq!(all, ListingQuery { limit: 0, token: Some("t".into()), recursive: true, permissions: true });
+        assert_eq!(parse(&[("limit", "1000"), ("recursive", "false"), ("token", "")]).unwrap().limit, 1000);
+        assert_eq!(parse(&[("token", "")]).unwrap().token, None);
+        for bad in [&[("limit", "1001")][..], &[("limit", "-1")], &[("limit", "x")], &[("recursive", "yes")]] {
+            let error = parse(bad).unwrap_err();
+            assert_eq!((error.status, error.message.as_str()), (StatusCode::BAD_REQUEST, BAD_LISTING_QUERY));
+        }
     }
 }

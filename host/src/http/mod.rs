@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::header;
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use object_store::ObjectStore;
 use tower_http::cors::{Any, CorsLayer};
@@ -238,6 +239,21 @@ fn raw_path<'a>(uri: &'a axum::http::Uri, prefix: &str) -> &'a str {
 }
 
 /// Adds the `ETag` header DIAL clients read after every read and write.
+/// A metadata request whose `Accept` names this gets it as the content type.
+const METADATA_MIME: &str = "application/vnd.dial.metadata+json";
+
+/// A metadata answer (v1 and v2) as DIAL gives it: JSON, typed
+/// `application/vnd.dial.metadata+json` when the request's `Accept` names
+/// that, else `application/json`.
+fn metadata_response(request: &HeaderMap, body: &serde_json::Value) -> Response {
+    let accepts_metadata_mime = request
+        .get(header::ACCEPT)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|accept| accept.contains(METADATA_MIME));
+    let content_type = if accepts_metadata_mime { METADATA_MIME } else { "application/json" };
+    ([(header::CONTENT_TYPE, content_type)], body.to_string()).into_response()
+}
+
 fn with_etag(mut response: axum::response::Response, etag: &str) -> axum::response::Response {
     if let Ok(value) = axum::http::HeaderValue::from_str(etag) {
         response.headers_mut().insert(header::ETAG, value);

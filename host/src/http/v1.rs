@@ -5,11 +5,9 @@
 //! parser, the bucket codec and the one access check; everything else is
 //! the blob service's ([`crate::blobs`]).
 
-use std::collections::HashMap;
-
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
@@ -18,20 +16,15 @@ use serde_json::Value;
 
 use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
+use super::extract::ListingQuery;
 use super::multipart::{FormFields, Upload};
-use super::{AppState, file_headers, raw_path, with_etag};
+use super::{AppState, file_headers, metadata_response, raw_path, with_etag};
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
 use crate::blobs::listing::{folder_json, item_json};
 use crate::blobs::{BlobError, BlobGroup, BlobTarget, Download};
 use crate::etag::Preconditions;
 use crate::resource_url::{Intent, ResourceUrl};
-
-const DEFAULT_LIMIT: usize = 100;
-const MAX_LIMIT: usize = 1000;
-/// A metadata request whose `Accept` names this gets it as the content type.
-const METADATA_MIME: &str = "application/vnd.dial.metadata+json";
-const BAD_QUERY: &str = "Bad query parameters. Limit must be in [0, 1000] range. Recursive must be true/false";
 
 /// GET / PUT / DELETE of one item. Bodies are limited by the blob service
 /// while streaming, so the default body limit is off.
@@ -165,26 +158,26 @@ pub(super) async fn delete_item(
         ("limit" = Option<usize>, Query, minimum = 0, maximum = 1000, description = "Page size (0–1000, default 100)"),
         ("token" = Option<String>, Query, description = "The `nextToken` of the previous page"),
         ("recursive" = Option<bool>, Query, description = "Every nested item, not only the children")),
-    responses((status = 200, description = "The folder's children, or the item's metadata", body = super::openapi::Node)))]
+    responses((status = 200, description = "The folder's children, or the item's metadata (typed \
+        `application/vnd.dial.metadata+json` when `Accept` names it)",
+        content((super::openapi::Node = "application/json"), (super::openapi::Node = "application/vnd.dial.metadata+json")))))]
 pub async fn metadata(
     State(state): State<AppState>,
     caller: Caller,
     uri: Uri,
     headers: HeaderMap,
-    Query(query): Query<HashMap<String, String>>,
+    query: ListingQuery,
 ) -> Result<Response, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v1/metadata/"), Intent::Read, Permission::Read).await?;
-    let (limit, recursive) = list_parameters(&query)?;
-    let with_permissions = query.get("permissions").is_some_and(|p| p.eq_ignore_ascii_case("true"));
+    let ListingQuery { limit, token, recursive, permissions: with_permissions } = query;
     let permissions_of = async |url: &ResourceUrl| -> Result<Value, ApiError> {
         Ok(state.access().permission_names(&caller, Resource { url, location: &target.location }).await?)
     };
     let (mut body, etag) = if target.url.is_folder() {
-        let token = query.get("token").map(String::as_str).filter(|t| !t.is_empty());
         // In `public`, a non-admin sees only what the folder rules admit.
         let filter = state.access().listing_filter(&caller, &target.location).await?;
         let shows = |url: &ResourceUrl| filter.shows(&caller, url);
-        let listing = state.blobs().list(&target, recursive, token, limit, &shows).await?;
+        let listing = state.blobs().list(&target, recursive, token.as_deref(), limit, &shows).await?;
         let mut body = folder_json(&target.url, target.group(), &listing);
         if with_permissions && let Some(items) = body["items"].as_array_mut() {
             for (json, item) in items.iter_mut().zip(&listing.items) {
@@ -199,54 +192,9 @@ pub async fn metadata(
     if with_permissions {
         body["permissions"] = permissions_of(&target.url).await?;
     }
-    let accepts_metadata_mime = headers
-        .get(header::ACCEPT)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|accept| accept.contains(METADATA_MIME));
-    let content_type = if accepts_metadata_mime { METADATA_MIME } else { "application/json" };
-    let response = ([(header::CONTENT_TYPE, content_type)], body.to_string()).into_response();
+    let response = metadata_response(&headers, &body);
     Ok(match etag {
         Some(etag) => with_etag(response, &etag),
         None => response,
     })
-}
-
-/// `limit` (0..=1000, default 100) and `recursive` (`true`/`false`), with
-/// DIAL's 400 message for anything else.
-fn list_parameters(query: &HashMap<String, String>) -> Result<(usize, bool), ApiError> {
-    let limit = match query.get("limit") {
-        None => DEFAULT_LIMIT,
-        Some(limit) => limit.trim().parse::<usize>().ok().filter(|l| *l <= MAX_LIMIT).ok_or_else(bad_query)?,
-    };
-    let recursive = match query.get("recursive").map(|r| r.to_ascii_lowercase()) {
-        None => false,
-        Some(r) if r == "true" => true,
-        Some(r) if r == "false" => false,
-        Some(_) => return Err(bad_query()),
-    };
-    Ok((limit, recursive))
-}
-
-fn bad_query() -> ApiError {
-    ApiError::bad_request(BAD_QUERY)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn query(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
-
-    #[test]
-    fn list_parameters_follow_dial() {
-        assert_eq!(list_parameters(&query(&[])).unwrap(), (100, false));
-        assert_eq!(list_parameters(&query(&[("limit", "0"), ("recursive", "true")])).unwrap(), (0, true));
-        assert_eq!(list_parameters(&query(&[("limit", "1000"), ("recursive", "FALSE")])).unwrap(), (1000, false));
-        for bad in [&[("limit", "1001")][..], &[("limit", "-1")], &[("limit", "x")], &[("recursive", "yes")]] {
-            let error = list_parameters(&query(bad)).unwrap_err();
-            assert_eq!((error.status, error.message.as_str()), (StatusCode::BAD_REQUEST, BAD_QUERY));
-        }
-    }
 }

@@ -16,8 +16,9 @@ use serde_json::{Value, json};
 
 use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
+use super::extract::ListingQuery;
 use super::multipart::{FormFields, Upload};
-use super::{AppState, file_headers, raw_path, with_etag};
+use super::{AppState, file_headers, metadata_response, raw_path, with_etag};
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
 use crate::etag::Preconditions;
@@ -28,9 +29,6 @@ use crate::folders::marker::VersionRecord;
 use crate::folders::names::FILES_SEGMENT;
 use crate::handlers::Handler;
 use crate::resource_url::{Intent, ResourceUrl};
-
-const DEFAULT_LIMIT: usize = 100;
-const MAX_LIMIT: usize = 1000;
 
 /// A v2 request path, resolved: the node, its handler, and the file path
 /// inside the resource when the URL goes through `/files/`.
@@ -337,48 +335,28 @@ pub async fn delete(
     }
 }
 
-#[derive(Debug, Deserialize)]
-pub struct ListQuery {
-    limit: Option<usize>,
-    token: Option<String>,
-    recursive: Option<bool>,
-    /// Add the caller's `permissions` to the node and to every item.
-    permissions: Option<bool>,
-}
-
-impl ListQuery {
-    /// The page size asked for: listings and version lists share the bounds.
-    fn page_limit(&self) -> Result<usize, ApiError> {
-        let limit = self.limit.unwrap_or(DEFAULT_LIMIT);
-        if limit == 0 || limit > MAX_LIMIT {
-            return Err(ApiError::bad_request(format!("limit must be between 1 and {MAX_LIMIT}")));
-        }
-        Ok(limit)
-    }
-}
-
 /// `GET /v2/metadata/{g}/{b}/{path}[/]` and `…/{resource}/files[/{dir}]`.
 #[utoipa::path(get, path = "/v2/metadata/{group}/{bucket}/{path}", tag = "v2",
     params(("group" = String, Path, description = "The handler type's group (e.g. `skills`)"),
         ("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
         ("path" = String, Path, description = "The resource's path (may contain `/`); a trailing `/` names a folder, \
             `…/files/{file}` one file of the resource"),
-        ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "Page size (1–1000, default 100)"),
+        ("limit" = Option<usize>, Query, minimum = 0, maximum = 1000, description = "Page size (0–1000, default 100)"),
         ("token" = Option<String>, Query, description = "The `nextToken` of the previous page"),
         ("recursive" = Option<bool>, Query, description = "Every nested folder and resource, in pre-order"),
         ("permissions" = Option<bool>, Query, description = "Add the caller's `permissions`")),
-    responses((status = 200, description = "A folder's children, a resource's metadata, or (`…/files[/{dir}]`) its files",
-        body = super::openapi::Node)))]
+    responses((status = 200, description = "A folder's children, a resource's metadata, or (`…/files[/{dir}]`) its files \
+        (typed `application/vnd.dial.metadata+json` when `Accept` names it)",
+        content((super::openapi::Node = "application/json"), (super::openapi::Node = "application/vnd.dial.metadata+json")))))]
 pub async fn metadata(
     State(state): State<AppState>,
     caller: Caller,
     uri: Uri,
-    Query(query): Query<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+    headers: HeaderMap,
+    query: ListingQuery,
+) -> Result<Response, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/metadata/"), Intent::Read, Permission::Read).await?;
-    let limit = query.page_limit()?;
-    let recursive = query.recursive.unwrap_or(false);
-    let with_permissions = query.permissions.unwrap_or(false);
+    let ListingQuery { limit, token, recursive, permissions: with_permissions } = query;
     let engine = state.folders();
     let url = &target.node.url;
     let location = &target.node.location;
@@ -399,7 +377,7 @@ pub async fn metadata(
             node["permissions"] = permissions;
         }
         node["items"] = json!(items);
-        return Ok(Json(node));
+        return Ok(metadata_response(&headers, &node));
     }
     // A resource answers its metadata whichever form names it (listings
     // give resources URLs ending in `/`).
@@ -410,10 +388,10 @@ pub async fn metadata(
         if with_permissions {
             node["permissions"] = permissions_of(&engine.access_url(&target.node).await?).await?;
         }
-        return Ok(Json(node));
+        return Ok(metadata_response(&headers, &node));
     }
     let folder = if url.is_folder() { target.node.clone() } else { as_folder(&target.node)? };
-    let token = match &query.token {
+    let token = match &token {
         Some(token) => Some(decode_token(token)?),
         None => None,
     };
@@ -437,7 +415,7 @@ pub async fn metadata(
     if let Some(token) = listing.next_token {
         node["nextToken"] = json!(bs58::encode(token.as_bytes()).into_string());
     }
-    Ok(Json(node))
+    Ok(metadata_response(&headers, &node))
 }
 
 /// Listing tokens are opaque to clients (Base58 of the last name returned),
@@ -484,7 +462,7 @@ pub struct VersionList {
     params(("group" = String, Path, description = "The handler type's group (e.g. `skills`)"),
         ("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
         ("path" = String, Path, description = "The resource's path (may contain `/`)"),
-        ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "Page size (1–1000, default 100)"),
+        ("limit" = Option<usize>, Query, minimum = 0, maximum = 1000, description = "Page size (0–1000, default 100)"),
         ("token" = Option<String>, Query, description = "The `nextToken` of the previous page"),),
     responses((status = 200, description = "The retained versions, newest first, the current one marked",
         body = VersionList)))]
@@ -492,13 +470,13 @@ pub async fn versions(
     State(state): State<AppState>,
     caller: Caller,
     uri: Uri,
-    Query(query): Query<ListQuery>,
+    query: ListingQuery,
 ) -> Result<Json<VersionList>, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/versions/"), Intent::Read, Permission::Read).await?;
     if target.file.is_some() {
         return Err(ApiError::bad_request("Versions are of a resource: drop the /files/… part of the URL"));
     }
-    let limit = query.page_limit()?;
+    let limit = query.limit;
     let marker = state.folders().resource_for_read(&target.node).await?;
     let now = crate::folders::engine::now_ms();
     let all: Vec<(VersionRecord, bool)> = std::iter::once((marker.current_record(), true))
