@@ -287,22 +287,33 @@ pub struct RequiredUnresolved {
     pub reason: String,
 }
 
+/// Each record's target on this call: `{current-user}` replaced by the
+/// originating user's bucket. The caller may then key each as grants key a
+/// link (a v2 resource declared in its listing form `…/x/`, a folder by the
+/// grammar, is the resource `…/x` when one lives there, as sharing and
+/// attachments key it) before handing them to [`resolve`].
+pub fn targets(buckets: &BucketCodec, user: &Caller, declared: &[Declared]) -> Vec<String> {
+    let user_bucket = buckets.encode(&user.user_location());
+    declared.iter().map(|record| record.target.path.replacen(CURRENT_USER, &user_bucket, 1)).collect()
+}
+
 /// The grants the records of `declared` earn on this call (see the module
-/// docs). `consented`: whether live admin consent covers the declaration.
+/// docs), `targets` being theirs from [`targets`], one per record.
+/// `consented`: whether live admin consent covers the declaration.
 pub async fn resolve(
     access: &AccessService,
     buckets: &BucketCodec,
     audit: &Audit,
     call: &Call<'_>,
     declared: &[Declared],
+    targets: Vec<String>,
     consented: bool,
 ) -> Result<Vec<KeyGrant>, RequiredUnresolved> {
-    let user_bucket = buckets.encode(&call.user.user_location());
+    debug_assert_eq!(declared.len(), targets.len(), "one target per record");
     let mut grants = Vec::new();
     // One decision: the rules and each owner's shares are read once for all records.
     let mut state = StateRead::default();
-    for record in declared {
-        let target = record.target.path.replacen(CURRENT_USER, &user_bucket, 1);
+    for (record, target) in declared.iter().zip(targets) {
         let outcome = match (consented, call.key_forwarded) {
             (false, _) => Err("the application's declaration has no live admin consent".to_string()),
             (true, false) => Err("the application does not receive a per-request key".to_string()),

@@ -48,6 +48,8 @@ impl Fixture {
         let notes = record(LINK, "files/{current-user}/notes/", &["read", "Write"], true);
         let optional_notes = record(LINK, "files/{current-user}/notes/", &["READ", "WRITE"], false);
         let generated = record("generated", "skills/{current-user}/generated/", &["READ", "WRITE"], true);
+        // A skill named as listings name it (`…/pdf/`), and one beside it.
+        let pdf = record("pdf", "skills/{current-user}/team/pdf/", &["READ"], true);
         let setup = Setup::new();
         let audit = setup.path().join("audit.jsonl");
         let config = setup.config(&format!(
@@ -75,6 +77,9 @@ resource_dependencies = [{optional_notes}]
 [applications.skill-creator]
 endpoint = "{app}/chat/completions"
 resource_dependencies = [{generated}]
+[applications.skill-reader]
+endpoint = "{app}/chat/completions"
+resource_dependencies = [{pdf}]
 [applications.plain]
 endpoint = "{app}/chat/completions"
 [applications.chainer]
@@ -545,6 +550,30 @@ async fn an_application_creates_a_skill_in_the_users_folder() {
     assert!(skill.body.contains("name: meeting-notes"), "{}", skill.body);
     let listing = f.client().get(&format!("/v2/metadata/skills/{a}/generated/"), &f.alice.auth()).await;
     assert!(listing.body.contains("meeting-notes"), "{}", listing.body);
+}
+
+/// A skill declared in its listing form (`skills/{current-user}/team/pdf/`,
+/// the `url` listings give it) is granted as the skill: the application
+/// reads its files, and not those of the skill beside it.
+#[tokio::test]
+async fn a_skill_declared_by_its_listing_url_is_granted_as_the_skill() {
+    let Some(f) = Fixture::start().await else { return };
+    let a = &f.alice.bucket;
+    let client = f.client();
+    for name in ["pdf", "other"] {
+        let skill_md = format!("---\nname: {name}\ndescription: Does {name} things.\n---\n# {name}\n");
+        let files: [(&str, &[u8]); 1] = [("SKILL.md", skill_md.as_bytes())];
+        let put = client.put_files(&format!("/v2/skills/{a}/team/{name}"), &f.alice.auth(), &files).await;
+        assert_eq!(put.status, 200, "{}", put.body);
+    }
+    f.grant("skill-reader").await;
+    let (declared, beside) = (
+        format!("read-skill-file:skills/{a}/team/pdf/files/SKILL.md"),
+        format!("read-skill-file:skills/{a}/team/other/files/SKILL.md"),
+    );
+    let result = f.call(&f.alice, "skill-reader", &format!("{declared} {beside}")).await;
+    assert_eq!(status(&result, &declared), 200, "{result}");
+    assert_eq!(status(&result, &beside), 403, "{result}");
 }
 
 /// S4: a grant is declared ∩ what the user can do alone, decided fresh on

@@ -137,6 +137,11 @@ async def read(host: Host, url: str) -> dict[str, Any]:
     return outcome(await host.request("GET", f"/v1/{url}"))
 
 
+async def read_skill_file(host: Host, url: str) -> dict[str, Any]:
+    """GET one file of a skill at `/v2/<url>` (`skills/<bucket>/<path>/files/<file>`)."""
+    return outcome(await host.request("GET", f"/v2/{url}"))
+
+
 async def chain(host: Host, argument: str) -> dict[str, Any]:
     # `<id>` asks the callee for `appdata`; `<id>|<command>|<command>…` for those commands instead.
     deployment, *commands = argument.split("|")
@@ -168,6 +173,7 @@ CALLBACKS: dict[str, Callable[[Host, str], Awaitable[dict[str, Any]]]] = {
     "appdata": appdata,
     "user-bucket": user_bucket,
     "read": read,
+    "read-skill-file": read_skill_file,
     "write": write,
     "skill": skill,
     "chain": chain,

@@ -153,8 +153,17 @@ async fn call(
             trace_id: &trace_id,
             key_forwarded: application.forwards_key(api),
         };
+        // Keyed as grants key links: a v2 resource declared as `…/x/` is
+        // `…/x`. A target that is no link stays as declared, for `resolve`
+        // to refuse with its reason.
+        let mut targets = dependencies::targets(state.buckets(), &user, declared);
+        for target in &mut targets {
+            if let Ok(link) = catalog::parse_link(state, target) {
+                *target = catalog::canonical(state, link).await?.key();
+            }
+        }
         let resolved =
-            dependencies::resolve(state.access(), state.buckets(), state.audit(), &call, declared, consented)
+            dependencies::resolve(state.access(), state.buckets(), state.audit(), &call, declared, targets, consented)
                 .await
                 .map_err(|failed| ApiError::new(StatusCode::FORBIDDEN, failed.to_string()))?;
         grants.extend(resolved);
