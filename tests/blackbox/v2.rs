@@ -164,6 +164,18 @@ async fn folders_are_created_listed_and_deleted_only_when_empty() {
     assert_eq!(f.get(&f.url("team/")).await.status, 400, "GET on a folder points to the listing");
     assert_eq!(f.get(&f.url("team")).await.status, 400);
 
+    // Files sent to a folder URL are refused, not dropped behind a 200; the
+    // message names where they go, and nothing is created.
+    let files_to_folder = f.put_skill("team/new/", &[("SKILL.md", &skill_md("new", "d"))], &[]).await;
+    assert_eq!(files_to_folder.status, 400, "{}", files_to_folder.body);
+    assert!(
+        files_to_folder.body.ends_with(&format!("PUT the resource's files at skills/{}/team/new", f.bucket)),
+        "{}",
+        files_to_folder.body
+    );
+    assert_eq!(f.get(&f.metadata("team/new/")).await.status, 404);
+    assert_eq!(f.get(&f.url("team/new")).await.status, 404);
+
     // A deep PUT creates the missing folders.
     assert_eq!(f.put_skill("team/deep/er/s", &[("SKILL.md", &skill_md("s", "d"))], &[]).await.status, 200);
     let root = f.get(&f.metadata("")).await.json();

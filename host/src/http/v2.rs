@@ -242,6 +242,7 @@ pub async fn put(
     let engine = state.folders();
     target.single_file()?;
     if target.file.is_none() && target.node.url.is_folder() {
+        no_files_for_a_folder(&target.node.url, request).await?;
         let marker = engine.create_folder(&target.node, Some(caller.author_name())).await?;
         let etag = marker.etag();
         let body = Json(folder_json(&target.node.url, Some(&marker)));
@@ -280,6 +281,37 @@ pub async fn put(
     let committed = received?;
     let body = Json(resource_json(&target.node.url, &committed.marker));
     Ok(with_etag(body.into_response(), &committed.marker.etag))
+}
+
+/// A folder PUT (`…/x/`) creates a folder and stores nothing it is sent:
+/// file parts there would be dropped while the client is told 200, so they
+/// are refused, naming the URL that stores them. An empty body, or form
+/// fields only, is a folder.
+async fn no_files_for_a_folder(url: &ResourceUrl, request: Request) -> Result<(), ApiError> {
+    let multipart = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.trim_start().to_ascii_lowercase().starts_with("multipart/"));
+    if !multipart {
+        return Ok(());
+    }
+    let mut upload = Upload::new(request, "A folder is created with an empty body")?;
+    let mut files = false;
+    while let Some(part) = upload.next_part().await? {
+        if part.file_name().is_some() {
+            files = true;
+            break;
+        }
+    }
+    upload.drain().await;
+    match (files, url.as_item()) {
+        (true, Some(resource)) => Err(ApiError::bad_request(format!(
+            "{url} names a folder, which takes no files: PUT the resource's files at {resource}"
+        ))),
+        (true, None) => Err(ApiError::bad_request(format!("{url} is a bucket root, which takes no files"))),
+        (false, _) => Ok(()),
+    }
 }
 
 /// `DELETE`: a resource (tombstone), an empty folder, or one file.
