@@ -21,7 +21,7 @@ use crate::dependencies::Declared;
 use crate::documents::{DocumentError, Documents, global_path, path_for};
 
 /// One approved record, as the admin record keeps it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovedResource {
     /// The target as declared (`{current-user}` kept).
@@ -31,7 +31,7 @@ pub struct ApprovedResource {
     pub required: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApprovedDeclaration {
     pub resources: Vec<ApprovedResource>,
 }

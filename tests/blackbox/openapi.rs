@@ -120,14 +120,23 @@ fn post<'a>(template: &'a str, user: &'a User, json: Value) -> Call<'a> {
 
 /// What the server answers is what the document says, body by body: a walk
 /// through every resource kind, versions, copy and move, sharing,
-/// publication and handler administration (successes and errors), each
+/// publication, consent and handler administration (successes and errors), each
 /// request and answer checked against the document's schemas by a standard
-/// JSON Schema validator. (Deployments and consent are proxied to, or
-/// about, applications; their bodies are documented as free-form objects.)
+/// JSON Schema validator. (Deployments are proxied to applications; their
+/// bodies are the APIs they mirror, documented as free-form objects.)
 #[tokio::test]
 async fn the_document_describes_the_bodies_the_server_reads_and_answers() {
     let Some(python) = clients_python() else { return };
-    let f = Fixture::start("").await;
+    // An application asking for consent, with a declaration to consent to
+    // (never called: consent is about it, not through it).
+    let f = Fixture::start(
+        r#"[applications.asking]
+endpoint = "http://127.0.0.1:9/chat/completions"
+features.consent_required = true
+resource_dependencies = [{ kind = "dial.resourceLink", link_id = "notes", target = { path = "files/{current-user}/notes/" }, access = ["READ"], required = false }]
+"#,
+    )
+    .await;
     let admin = User::new(&f.client, HS_SECRET, "root", &["admin"]).await;
     let (alice, bob) = (&f.alice, &f.bob);
     let a = alice.bucket.as_str();
@@ -242,6 +251,22 @@ async fn the_document_describes_the_bodies_the_server_reads_and_answers() {
     expect(r.call(post("/v1/ops/publication/rule/list", bob, json!({"url": "public/tools/"}))).await, 200);
     let public = get("/v2/metadata/{group}/{bucket}/{path}", "/v2/metadata/skills/public/tools/".into(), bob);
     expect(r.call(public).await, 200);
+
+    // Consent: the user's, asked and given; the admin's, given and withdrawn.
+    let (user, admin_consent) = ("/v1/consent/{deployment}", "/v1/consent/{deployment}/admin-consent");
+    let asked = expect(r.call(get(user, "/v1/consent/asking".into(), alice)).await, 200);
+    let document = asked.json()["consent"].clone();
+    let accept = Call { url: "/v1/consent/asking".into(), ..post(user, alice, json!({"consent": document})) };
+    expect(r.call(accept).await, 200);
+    assert_eq!(expect(r.call(get(user, "/v1/consent/asking".into(), alice)).await, 200).json()["accepted"], true);
+    let admin_url = || "/v1/consent/asking/admin-consent".to_string();
+    expect(r.call(get(admin_consent, admin_url(), &admin)).await, 200);
+    let grant = Call { url: admin_url(), json: None, ..post(admin_consent, &admin, json!(null)) };
+    expect(r.call(grant).await, 200);
+    assert_eq!(expect(r.call(get(admin_consent, admin_url(), &admin)).await, 200).json()["consented"], true);
+    let withdraw = Call { method: "DELETE", ..get(admin_consent, admin_url(), &admin) };
+    expect(r.call(withdraw).await, 200);
+    expect(r.call(get(admin_consent, admin_url(), alice)).await, 403);
 
     // Handler administration, and a refusal.
     expect(r.call(get("/v1/ops/handlers", "/v1/ops/handlers".into(), &admin)).await, 200);

@@ -8,14 +8,15 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::AppState;
 use super::deployments::{Reader, decode_id, resolve};
 use super::error::ApiError;
 use crate::audit::AuditEvent;
 use crate::auth::Caller;
-use crate::consent::{AdminConsent, granted_by, is_live, snapshot, user_document};
+use crate::consent::{AdminConsent, ApprovedDeclaration, granted_by, is_live, snapshot, user_document};
 use crate::folders::engine::now_ms;
 
 const ADMIN_SUFFIX: &str = "/admin-consent";
@@ -44,98 +45,157 @@ fn explicit_admin(caller: &Caller) -> Result<(), ApiError> {
     }
 }
 
-/// `GET /v1/consent/{id}` (as DIAL: whether the user accepted) and
-/// `GET /v1/consent/{id}/admin-consent` (tri-state: not consented; consented
-/// and live; stale — the declaration changed since).
-#[utoipa::path(get, path = "/v1/consent/{deployment}", tag = "consent",
-    params(("deployment" = String, Path, description = "The application; `…/admin-consent` for the admin's consent (admins)")),
-    responses((status = 200, description = "`{accepted}` (with the `consent` document to accept when not), or the admin \
-        consent: `{consented, stale, consent, grantedBy, grantedAt}`", body = Object)))]
+/// `GET /v1/consent/{id}`: whether the user accepted; when not, the
+/// document to accept (as DIAL).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct UserConsent {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    consent: Option<Value>,
+    accepted: bool,
+}
+
+/// An admin's consent to a declaration: not given (`{"consented": false}`),
+/// live, or stale (the declaration changed since: `consented` false,
+/// `stale` true), with the record as approved.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdminConsentState {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consent: Option<ApprovedDeclaration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    granted_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    granted_at: Option<i64>,
+    consented: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stale: Option<bool>,
+}
+
+impl AdminConsentState {
+    fn of(record: AdminConsent, live: bool) -> Self {
+        Self {
+            consent: Some(record.consent),
+            granted_by: Some(record.granted_by),
+            granted_at: Some(record.granted_at),
+            consented: live,
+            stale: Some(!live),
+        }
+    }
+}
+
+/// `/v1/consent/{id}` and `/v1/consent/{id}/admin-consent` share one route
+/// (`{id}` may hold `/`); each method dispatches on the path's subject.
 pub async fn get(State(state): State<AppState>, caller: Caller, uri: Uri) -> Result<Response, ApiError> {
-    match subject(&uri)? {
-        Subject::User(id) => {
-            let app = resolve(&state, &caller, &id, Reader::Caller).await?;
-            let required = app.features.consent_required == Some(true);
-            if !required {
-                return Ok(Json(json!({"accepted": true})).into_response());
-            }
-            // As DIAL: accepted → no consent body; else the document to accept.
-            if state.consent().user_accepted(&caller.user_location(), &id).await? {
-                return Ok(Json(json!({"accepted": true})).into_response());
-            }
-            Ok(Json(json!({"consent": user_document(&id), "accepted": false})).into_response())
-        }
-        Subject::Admin(id) => {
-            explicit_admin(&caller)?;
-            let app = resolve(&state, &caller, &id, Reader::Admin).await?;
-            let Some(record) = state.consent().admin(&id).await? else {
-                return Ok(Json(json!({"consented": false})).into_response());
-            };
-            let live = is_live(&record, &app.resource_dependencies);
-            let mut body = serde_json::to_value(&record).expect("records serialize");
-            body["consented"] = json!(live);
-            body["stale"] = json!(!live);
-            Ok(Json(body).into_response())
-        }
-    }
+    Ok(match subject(&uri)? {
+        Subject::User(id) => Json(user_get(&state, &caller, &id).await?).into_response(),
+        Subject::Admin(id) => Json(admin_get(&state, &caller, &id).await?).into_response(),
+    })
 }
 
-/// `POST /v1/consent/{id}` `{"consent": {…}}`: the user accepts.
-/// `POST /v1/consent/{id}/admin-consent`: an admin approves the declaration
-/// as it is now (400 when it declares nothing).
-#[utoipa::path(post, path = "/v1/consent/{deployment}", tag = "consent",
-    params(("deployment" = String, Path, description = "The application; `…/admin-consent`: an admin approves its declaration")),
-    request_body(content = Object, description = "A user's `{\"consent\": {…}}`; nothing for the admin's"),
-    responses((status = 200, description = "Accepted; for the admin consent, the record", body = Object)))]
 pub async fn post(State(state): State<AppState>, caller: Caller, uri: Uri, bytes: Bytes) -> Result<Response, ApiError> {
-    match subject(&uri)? {
-        Subject::User(id) => {
-            resolve(&state, &caller, &id, Reader::Caller).await?;
-            let body: Value =
-                serde_json::from_slice(&bytes).map_err(|_| ApiError::bad_request("Invalid request body provided"))?;
-            let consent = body
-                .get("consent")
-                .filter(|c| !c.is_null())
-                .ok_or_else(|| ApiError::bad_request("User consent is missed"))?;
-            state.consent().accept(&caller.user_location(), &id, consent).await?;
-            Ok(StatusCode::OK.into_response())
-        }
-        Subject::Admin(id) => {
-            explicit_admin(&caller)?;
-            let app = resolve(&state, &caller, &id, Reader::Admin).await?;
-            if app.resource_dependencies.is_empty() {
-                return Err(ApiError::bad_request(format!("{id} declares no resource dependencies to consent to")));
-            }
-            let record = AdminConsent {
-                consent: snapshot(&app.resource_dependencies),
-                granted_by: granted_by(&caller),
-                granted_at: now_ms(),
-            };
-            state.consent().grant(&id, &record).await?;
-            let targets = record.consent.resources.iter().map(|r| r.url.clone()).collect();
-            state.audit().emit(AuditEvent::admin_consent(&id, targets, &record.granted_by, true));
-            let mut body = serde_json::to_value(&record).expect("records serialize");
-            body["consented"] = json!(true);
-            body["stale"] = json!(false);
-            Ok(Json(body).into_response())
-        }
-    }
+    Ok(match subject(&uri)? {
+        Subject::User(id) => user_post(&state, &caller, &id, &bytes).await?.into_response(),
+        Subject::Admin(id) => Json(admin_post(&state, &caller, &id).await?).into_response(),
+    })
 }
 
-/// `DELETE /v1/consent/{id}/admin-consent`: the admin withdraws it.
-#[utoipa::path(delete, path = "/v1/consent/{deployment}", tag = "consent",
-    params(("deployment" = String, Path, description = "The application, as `…/admin-consent`: an admin withdraws it")),
-    responses((status = 200, description = "Withdrawn")))]
-pub async fn delete(State(state): State<AppState>, caller: Caller, uri: Uri) -> Result<Response, ApiError> {
+/// A user's consent has no DELETE: 405 whoever asks, before credentials.
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Result<Caller, ApiError>,
+    uri: Uri,
+) -> Result<Response, ApiError> {
     let Subject::Admin(id) = subject(&uri)? else {
         return Err(ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "A user's consent cannot be deleted here"));
     };
-    explicit_admin(&caller)?;
-    let app = resolve(&state, &caller, &id, Reader::Admin).await?;
-    if !state.consent().withdraw(&id).await? {
+    Ok(admin_delete(&state, &caller?, &id).await?.into_response())
+}
+
+/// `GET /v1/consent/{id}` (as DIAL: whether the user accepted).
+#[utoipa::path(get, path = "/v1/consent/{deployment}", tag = "consent",
+    params(("deployment" = String, Path, description = "The application's deployment id")),
+    responses((status = 200, description = "Whether the caller accepted; when not, the consent document to accept",
+        body = UserConsent)))]
+pub async fn user_get(state: &AppState, caller: &Caller, id: &str) -> Result<UserConsent, ApiError> {
+    let app = resolve(state, caller, id, Reader::Caller).await?;
+    // As DIAL: accepted (or not asked for) → no consent body; else the document to accept.
+    if app.features.consent_required != Some(true) || state.consent().user_accepted(&caller.user_location(), id).await?
+    {
+        return Ok(UserConsent { consent: None, accepted: true });
+    }
+    Ok(UserConsent { consent: Some(user_document(id)), accepted: false })
+}
+
+/// `GET /v1/consent/{id}/admin-consent`: tri-state — not consented;
+/// consented and live; stale (the declaration changed since).
+#[utoipa::path(get, path = "/v1/consent/{deployment}/admin-consent", tag = "consent",
+    params(("deployment" = String, Path, description = "The application's deployment id")),
+    responses((status = 200, description = "The admin consent's state, with the record as approved", body = AdminConsentState)))]
+pub async fn admin_get(state: &AppState, caller: &Caller, id: &str) -> Result<AdminConsentState, ApiError> {
+    explicit_admin(caller)?;
+    let app = resolve(state, caller, id, Reader::Admin).await?;
+    let Some(record) = state.consent().admin(id).await? else {
+        return Ok(AdminConsentState {
+            consent: None,
+            granted_by: None,
+            granted_at: None,
+            consented: false,
+            stale: None,
+        });
+    };
+    let live = is_live(&record, &app.resource_dependencies);
+    Ok(AdminConsentState::of(record, live))
+}
+
+/// `POST /v1/consent/{id}` `{"consent": {…}}`: the user accepts.
+#[utoipa::path(post, path = "/v1/consent/{deployment}", tag = "consent",
+    params(("deployment" = String, Path, description = "The application's deployment id")),
+    request_body(content = Object, description = "`{\"consent\": {…}}`: the document `GET` gave"),
+    responses((status = 200, description = "Accepted")))]
+pub async fn user_post(state: &AppState, caller: &Caller, id: &str, bytes: &Bytes) -> Result<StatusCode, ApiError> {
+    resolve(state, caller, id, Reader::Caller).await?;
+    let body: Value =
+        serde_json::from_slice(bytes).map_err(|_| ApiError::bad_request("Invalid request body provided"))?;
+    let consent =
+        body.get("consent").filter(|c| !c.is_null()).ok_or_else(|| ApiError::bad_request("User consent is missed"))?;
+    state.consent().accept(&caller.user_location(), id, consent).await?;
+    Ok(StatusCode::OK)
+}
+
+/// `POST /v1/consent/{id}/admin-consent`: an admin approves the declaration
+/// as it is now (400 when it declares nothing).
+#[utoipa::path(post, path = "/v1/consent/{deployment}/admin-consent", tag = "consent",
+    params(("deployment" = String, Path, description = "The application's deployment id")),
+    responses((status = 200, description = "Granted: the record as approved", body = AdminConsentState)))]
+pub async fn admin_post(state: &AppState, caller: &Caller, id: &str) -> Result<AdminConsentState, ApiError> {
+    explicit_admin(caller)?;
+    let app = resolve(state, caller, id, Reader::Admin).await?;
+    if app.resource_dependencies.is_empty() {
+        return Err(ApiError::bad_request(format!("{id} declares no resource dependencies to consent to")));
+    }
+    let record = AdminConsent {
+        consent: snapshot(&app.resource_dependencies),
+        granted_by: granted_by(caller),
+        granted_at: now_ms(),
+    };
+    state.consent().grant(id, &record).await?;
+    let targets = record.consent.resources.iter().map(|r| r.url.clone()).collect();
+    state.audit().emit(AuditEvent::admin_consent(id, targets, &record.granted_by, true));
+    Ok(AdminConsentState::of(record, true))
+}
+
+/// `DELETE /v1/consent/{id}/admin-consent`: the admin withdraws it.
+#[utoipa::path(delete, path = "/v1/consent/{deployment}/admin-consent", tag = "consent",
+    params(("deployment" = String, Path, description = "The application's deployment id")),
+    responses((status = 200, description = "Withdrawn")))]
+pub async fn admin_delete(state: &AppState, caller: &Caller, id: &str) -> Result<StatusCode, ApiError> {
+    explicit_admin(caller)?;
+    let app = resolve(state, caller, id, Reader::Admin).await?;
+    if !state.consent().withdraw(id).await? {
         return Err(ApiError::not_found(&format!("admin consent of {id}")));
     }
     let targets = snapshot(&app.resource_dependencies).resources.into_iter().map(|r| r.url).collect();
-    state.audit().emit(AuditEvent::admin_consent(&id, targets, &granted_by(&caller), false));
-    Ok(StatusCode::OK.into_response())
+    state.audit().emit(AuditEvent::admin_consent(id, targets, &granted_by(caller), false));
+    Ok(StatusCode::OK)
 }
