@@ -169,7 +169,16 @@ resource_dependencies = [{ kind = "dial.resourceLink", link_id = "notes", target
     ] {
         expect(r.call(get(metadata, url, alice)).await, 200);
     }
+    expect(r.call(get("/v1/files/{bucket}/{path}", format!("/v1/files/{a}/d/a.txt"), alice)).await, 200);
     expect(r.call(get("/v1/files/{bucket}/{path}", format!("/v1/files/{a}/none"), alice)).await, 404);
+    let application = Call {
+        json: Some(json!({"endpoint": "http://127.0.0.1:9/chat/completions", "displayName": "App"})),
+        ..put("/v1/applications/{bucket}/{path}", format!("/v1/applications/{a}/app"), alice)
+    };
+    expect(r.call(application).await, 200);
+    expect(r.call(get("/v1/applications/{bucket}/{path}", format!("/v1/applications/{a}/app"), alice)).await, 200);
+    let delete = Call { method: "DELETE", ..get("/v1/prompts/{bucket}/{path}", format!("/v1/prompts/{a}/p"), alice) };
+    expect(r.call(delete).await, 200);
 
     // v2: a skill, its listings, versions, restore, copy and move.
     let put_skill = |path: &str| Call {
@@ -187,6 +196,12 @@ resource_dependencies = [{ kind = "dial.resourceLink", link_id = "notes", target
     ] {
         expect(r.call(get(metadata, url, alice)).await, 200);
     }
+    let one_file = || format!("/v2/skills/{a}/team/s/files/docs/notes.md");
+    let file = Call { files: &[("notes.md", b"notes")], ..put("/v2/{group}/{bucket}/{path}", one_file(), alice) };
+    expect(r.call(file).await, 200);
+    expect(r.call(get("/v2/{group}/{bucket}/{path}", one_file(), alice)).await, 200);
+    let delete = Call { method: "DELETE", ..get("/v2/{group}/{bucket}/{path}", one_file(), alice) };
+    expect(r.call(delete).await, 200);
     let versions =
         r.call(get("/v2/versions/{group}/{bucket}/{path}", format!("/v2/versions/skills/{a}/team/s"), alice)).await;
     let oldest = versions.json()["versions"][1]["version"].as_str().unwrap().to_string();
@@ -227,6 +242,10 @@ resource_dependencies = [{ kind = "dial.resourceLink", link_id = "notes", target
     expect(r.call(bobs).await, 200);
     let copy = json!({"sourceUrl": format!("skills/{a}/team/s/"), "destinationUrl": format!("skills/{a}/team/c/")});
     expect(r.call(post("/v1/ops/resource/share/copy", alice, copy)).await, 200);
+    let discard = json!({"resources": [{"url": format!("skills/{a}/team/")}]});
+    expect(r.call(post("/v1/ops/resource/share/discard", bob, discard)).await, 200);
+    let invitation_url = format!("/v1/invitations/{id}");
+    expect(r.call(Call { method: "DELETE", ..get("/v1/invitations/{id}", invitation_url, alice) }).await, 200);
     let revoke = json!({"resources": [{"url": format!("skills/{a}/team/")}]});
     expect(r.call(post("/v1/ops/resource/share/revoke", alice, revoke)).await, 200);
     let bobs = get("/v2/metadata/{group}/{bucket}/{path}", format!("/v2/metadata/skills/{a}/team/s"), bob);
@@ -251,6 +270,15 @@ resource_dependencies = [{ kind = "dial.resourceLink", link_id = "notes", target
     expect(r.call(post("/v1/ops/publication/rule/list", bob, json!({"url": "public/tools/"}))).await, 200);
     let public = get("/v2/metadata/{group}/{bucket}/{path}", "/v2/metadata/skills/public/tools/".into(), bob);
     expect(r.call(public).await, 200);
+    let second = json!({
+        "targetFolder": "public/tools/",
+        "resources": [{"action": "ADD", "sourceUrl": format!("skills/{a}/team/c"), "targetUrl": "skills/public/tools/c"}],
+    });
+    let url =
+        expect(r.call(post("/v1/ops/publication/create", alice, second.clone())).await, 200).json()["url"].clone();
+    expect(r.call(post("/v1/ops/publication/reject", &admin, json!({"url": url, "comment": "not yet"}))).await, 200);
+    let url = expect(r.call(post("/v1/ops/publication/create", alice, second)).await, 200).json()["url"].clone();
+    expect(r.call(post("/v1/ops/publication/delete", alice, json!({"url": url}))).await, 200);
 
     // Consent: the user's, asked and given; the admin's, given and withdrawn.
     let (user, admin_consent) = ("/v1/consent/{deployment}", "/v1/consent/{deployment}/admin-consent");
@@ -271,6 +299,8 @@ resource_dependencies = [{ kind = "dial.resourceLink", link_id = "notes", target
     // Handler administration, and a refusal.
     expect(r.call(get("/v1/ops/handlers", "/v1/ops/handlers".into(), &admin)).await, 200);
     expect(r.call(get("/v1/ops/handlers", "/v1/ops/handlers".into(), bob)).await, 403);
+    let reload = Call { json: None, ..post("/v1/ops/handlers/reload", &admin, json!(null)) };
+    expect(r.call(reload).await, 200);
 
     // Every exchange against the document the server serves.
     let doc = f.client.get("/openapi.json", &[]).await;

@@ -72,11 +72,14 @@ def main() -> int:
         if not media_type:
             continue  # an empty answer (`?accept=true`, a 304): nothing to check against a schema
         documented = {key.split(";")[0].strip(): value for key, value in content.items()}
-        if media_type not in documented:
+        # The most specific documented range that covers the answer: `type/sub`, `type/*`, `*/*`.
+        ranges = [media_type, media_type.split("/")[0] + "/*", "*/*"]
+        matched = next((r for r in ranges if r in documented), None)
+        if matched is None:
             problems.append(f"{name}: answered {media_type}, documented: {sorted(documented) or 'no body'}")
             continue
-        if media_type == "application/json":
-            schema = documented[media_type].get("schema")
+        if matched == "application/json":
+            schema = documented[matched].get("schema")
             if schema is not None:
                 check(schema, exchange["response"], f"{name}, response", closed=True)
 

@@ -55,8 +55,9 @@ async fn resolve(
 #[utoipa::path(get, path = "/v1/files/{bucket}/{path}", tag = "v1", params(("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
         ("path" = String, Path, description = "The item's path in the bucket (may contain `/`)")),
     responses(
-        (status = 200, description = "The item's bytes (a file) or JSON (prompt, conversation, application); `ETag`",
-            content((super::openapi::Binary = "application/octet-stream"), (serde_json::Value = "application/json"))),
+        (status = 200, description = "The item's bytes with its content type (a file) or JSON (prompt, conversation, \
+            application); `ETag`",
+            content((serde_json::Value = "application/json"), (super::openapi::Binary = "*/*"))),
         (status = 304, description = "`If-None-Match` matched"),
     ))]
 pub(super) async fn get_item(

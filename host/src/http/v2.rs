@@ -139,8 +139,8 @@ fn named_version(version: Option<&str>) -> Result<Option<&str>, ApiError> {
             `…/files/{file}` one file of the resource"),
         ("version" = Option<String>, Query, description = "A retained version (`GET /v2/versions/…`) instead of the current one"),),
     responses(
-        (status = 200, description = "The resource as a ZIP (streamed), or one file; `ETag`",
-            content((super::openapi::Binary = "application/zip"), (super::openapi::Binary = "application/octet-stream"))),
+        (status = 200, description = "The resource as a ZIP (streamed), or one file with its own content type; `ETag`",
+            content((super::openapi::Binary = "application/zip"), (super::openapi::Binary = "*/*"))),
         (status = 304, description = "`If-None-Match` matched"),
         (status = 404, description = "No such resource, file or version (`Version <id> not found`)", body = String,
             content_type = "text/plain"),
@@ -322,7 +322,7 @@ async fn no_files_for_a_folder(url: &ResourceUrl, request: Request) -> Result<()
             `…/files/{file}` one file of the resource"),),
     responses(
         (status = 200, description = "A resource tombstoned (restorable for the grace period), an empty folder or a file \
-            removed; a file's removal answers the new `ETag`"),
+            removed; a file's removal answers the resource's metadata and new `ETag`", body = super::openapi::Node),
         (status = 400, description = "`…/x/` names a resource, not a folder (delete it as `…/x`)", body = String,
             content_type = "text/plain"),
         (status = 409, description = "The folder is not empty", body = String, content_type = "text/plain"),
