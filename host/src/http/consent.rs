@@ -3,6 +3,8 @@
 //! admin's consent to its resource-dependency declaration). `{id}` is a
 //! deployment id (a configuration name or `applications/{bucket}/{path}`).
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -14,6 +16,7 @@ use serde_json::Value;
 use super::AppState;
 use super::deployments::{Reader, decode_id, resolve};
 use super::error::ApiError;
+use crate::apps::Application;
 use crate::audit::AuditEvent;
 use crate::auth::Caller;
 use crate::consent::{AdminConsent, ApprovedDeclaration, granted_by, is_live, snapshot, user_document};
@@ -35,14 +38,14 @@ fn subject(uri: &Uri) -> Result<Subject, ApiError> {
     }
 }
 
-/// Admin consent is for explicit admins only: a caller holding a configured
-/// admin role (no admin role configured: nobody). A per-request key never is.
-fn explicit_admin(caller: &Caller) -> Result<(), ApiError> {
-    if caller.is_admin && caller.per_request.is_none() {
-        Ok(())
-    } else {
-        Err(ApiError::new(StatusCode::FORBIDDEN, "Only admins may decide admin consent"))
+/// The application whose admin consent `caller` asks about. Admin consent
+/// is for explicit admins only: a caller holding a configured admin role (no
+/// admin role configured: nobody). A per-request key never is.
+async fn admin_app(state: &AppState, caller: &Caller, id: &str) -> Result<Arc<Application>, ApiError> {
+    if !caller.is_admin || caller.per_request.is_some() {
+        return Err(ApiError::new(StatusCode::FORBIDDEN, "Only admins may decide admin consent"));
     }
+    resolve(state, caller, id, Reader::Admin).await
 }
 
 /// `GET /v1/consent/{id}`: whether the user accepted; when not, the
@@ -133,8 +136,7 @@ pub async fn user_get(state: &AppState, caller: &Caller, id: &str) -> Result<Use
     params(("deployment" = String, Path, description = "The application's deployment id")),
     responses((status = 200, description = "The admin consent's state, with the record as approved", body = AdminConsentState)))]
 pub async fn admin_get(state: &AppState, caller: &Caller, id: &str) -> Result<AdminConsentState, ApiError> {
-    explicit_admin(caller)?;
-    let app = resolve(state, caller, id, Reader::Admin).await?;
+    let app = admin_app(state, caller, id).await?;
     let Some(record) = state.consent().admin(id).await? else {
         return Ok(AdminConsentState {
             consent: None,
@@ -169,8 +171,7 @@ pub async fn user_post(state: &AppState, caller: &Caller, id: &str, bytes: &Byte
     params(("deployment" = String, Path, description = "The application's deployment id")),
     responses((status = 200, description = "Granted: the record as approved", body = AdminConsentState)))]
 pub async fn admin_post(state: &AppState, caller: &Caller, id: &str) -> Result<AdminConsentState, ApiError> {
-    explicit_admin(caller)?;
-    let app = resolve(state, caller, id, Reader::Admin).await?;
+    let app = admin_app(state, caller, id).await?;
     if app.resource_dependencies.is_empty() {
         return Err(ApiError::bad_request(format!("{id} declares no resource dependencies to consent to")));
     }
@@ -190,8 +191,7 @@ pub async fn admin_post(state: &AppState, caller: &Caller, id: &str) -> Result<A
     params(("deployment" = String, Path, description = "The application's deployment id")),
     responses((status = 200, description = "Withdrawn")))]
 pub async fn admin_delete(state: &AppState, caller: &Caller, id: &str) -> Result<StatusCode, ApiError> {
-    explicit_admin(caller)?;
-    let app = resolve(state, caller, id, Reader::Admin).await?;
+    let app = admin_app(state, caller, id).await?;
     if !state.consent().withdraw(id).await? {
         return Err(ApiError::not_found(&format!("admin consent of {id}")));
     }
