@@ -284,9 +284,10 @@ pub async fn put(
 }
 
 /// A folder PUT (`…/x/`) creates a folder and stores nothing it is sent:
-/// file parts there would be dropped while the client is told 200, so they
-/// are refused, naming the URL that stores them. An empty body, or form
-/// fields only, is a folder.
+/// parts there would be dropped while the client is told 200, so a
+/// multipart body with any part is refused, naming the URL that stores
+/// files. Only the first part's headers are read; the rest is drained
+/// (bounded) as any refused upload.
 async fn no_files_for_a_folder(url: &ResourceUrl, request: Request) -> Result<(), ApiError> {
     let multipart = request
         .headers()
@@ -297,20 +298,14 @@ async fn no_files_for_a_folder(url: &ResourceUrl, request: Request) -> Result<()
         return Ok(());
     }
     let mut upload = Upload::new(request, "A folder is created with an empty body")?;
-    let mut files = false;
-    while let Some(part) = upload.next_part().await? {
-        if part.file_name().is_some() {
-            files = true;
-            break;
-        }
-    }
+    let parts = upload.next_part().await?.is_some();
     upload.drain().await;
-    match (files, url.as_item()) {
+    match (parts, url.as_item()) {
+        (false, _) => Ok(()),
         (true, Some(resource)) => Err(ApiError::bad_request(format!(
-            "{url} names a folder, which takes no files: PUT the resource's files at {resource}"
+            "{url} names a folder, which is created with an empty body: PUT the resource's files at {resource}"
         ))),
         (true, None) => Err(ApiError::bad_request(format!("{url} is a bucket root, which takes no files"))),
-        (false, _) => Ok(()),
     }
 }
 
