@@ -108,6 +108,12 @@ async fn what_cannot_be_copied_or_moved_is_refused_with_the_reason() {
         assert_eq!(reply.status, 400, "{source} → {destination}: {}", reply.body);
         assert!(reply.body.contains(reason), "{reason}: {}", reply.body);
     }
+    // A v2 destination in folder form names the resource to make there,
+    // unless a folder is there: an item onto a folder stays a 400 (SPEC §11).
+    assert_eq!(f.client.put_empty(&format!("/v2/skills/{a}/grp/"), &f.alice.auth()).await.status, 200);
+    let onto_folder = transfer(&f, &f.alice, "copy", &format!("skills/{a}/s"), &format!("skills/{a}/grp/"), true).await;
+    assert_eq!(onto_folder.status, 400, "{}", onto_folder.body);
+    assert!(onto_folder.body.contains("A folder already exists"), "{}", onto_folder.body);
     let gone = transfer(&f, &f.alice, "copy", &format!("files/{a}/none.txt"), &format!("files/{a}/y.txt"), false).await;
     assert_eq!(gone.status, 404, "{}", gone.body);
 
