@@ -154,12 +154,15 @@ async fn call(
             key_forwarded: application.forwards_key(api),
         };
         // Keyed as grants key links: a v2 resource declared as `…/x/` is
-        // `…/x`. A target that is no link stays as declared, for `resolve`
-        // to refuse with its reason.
+        // `…/x` (a marker read for such targets only, and only when the call
+        // can be granted anything). A target that is no link stays as
+        // declared, for `resolve` to refuse with its reason.
         let mut targets = dependencies::targets(state.buckets(), &user, declared);
-        for target in &mut targets {
-            if let Ok(link) = catalog::parse_link(state, target) {
-                *target = catalog::canonical(state, link).await?.key();
+        if consented && call.key_forwarded {
+            for target in &mut targets {
+                if let Ok(link) = catalog::parse_link(state, target) {
+                    *target = catalog::canonical(state, link).await?.key();
+                }
             }
         }
         let resolved =
