@@ -50,6 +50,10 @@ impl Permissions {
         Self { read: self.read || other.read, write: self.write || other.write }
     }
 
+    pub fn intersection(self, other: Self) -> Self {
+        Self { read: self.read && other.read, write: self.write && other.write }
+    }
+
     /// DIAL's `permissions` array: `["READ", "WRITE"]`, `["READ"]`, ….
     pub fn names(self) -> Vec<&'static str> {
         [(self.read, "READ"), (self.write, "WRITE")].into_iter().filter(|(held, _)| *held).map(|(_, n)| n).collect()
@@ -171,20 +175,25 @@ impl AccessService {
     ) -> Result<Permissions, AccessError> {
         let mut granted = owner_or_admin(caller, resource.location);
         if let Some(key) = &caller.per_request {
-            granted = granted.union(key_permissions(key, resource));
+            granted = granted.union(appdata_permissions(key, resource));
         }
         if granted == Permissions::ALL {
             return Ok(granted);
         }
+        // What the user behind the call holds here through others: shares
+        // and the public rules as they see them (a key carries their roles).
+        let mut reached = Permissions::default();
         match resource.location {
-            // As the user behind the call sees them (a key carries their roles).
+            // Every ancestor folder's rules must admit the caller: access
+            // under `public/` is not monotonic, a folder readable does not
+            // make what is below it readable.
             BucketLocation::Public => {
                 let rules = match state.rules.take() {
                     Some(rules) => rules,
                     None => self.rules.all().await?,
                 };
                 if admits_with(&rules, caller, resource.url) {
-                    granted = granted.union(Permissions::READ);
+                    reached = Permissions::READ;
                 }
                 state.rules = Some(rules);
             }
@@ -197,10 +206,19 @@ impl AccessService {
                     None => self.sharing.owner_shares(resource.location).await?,
                 };
                 let url = resource.url.to_string();
-                granted = granted.union(self.sharing.granted_in(&shares, &caller.user_location(), &url));
+                reached = self.sharing.granted_in(&shares, &caller.user_location(), &url);
                 state.shares.insert(resource.location.clone(), shares);
             }
             BucketLocation::Review { .. } => {}
+        }
+        granted = granted.union(reached);
+        // A key's grants (attachments, dependencies) never reach more than
+        // its originating user may do here at this moment: a grant on a
+        // folder covers what is below it only where the user's own bucket,
+        // their shares or the public rules for every ancestor admit them.
+        if let Some(key) = &caller.per_request {
+            let user = owner_or_admin(&Caller::originating_user(key), resource.location).union(reached);
+            granted = granted.union(grant_permissions(key, resource).intersection(user));
         }
         Ok(granted)
     }
@@ -232,22 +250,24 @@ impl ListingFilter {
     }
 }
 
-/// What a per-request key adds (SPEC §6): its application's appdata folder
-/// in the originating user's bucket (any group) → read + write; the grants
-/// baked into the key (request attachments, dependencies) → as granted. Its
-/// own bucket is the caller's bucket, handled as any owner's.
-fn key_permissions(key: &KeyData, resource: Resource<'_>) -> Permissions {
-    let mut granted = Permissions::default();
+/// What a per-request key holds in its own right (SPEC §6): its
+/// application's appdata folder in the originating user's bucket (any group)
+/// → read + write. Its own bucket is the caller's bucket, handled as any
+/// owner's.
+fn appdata_permissions(key: &KeyData, resource: Resource<'_>) -> Permissions {
     let in_appdata =
         matches!(resource.url.segments(), [first, second, ..] if first == APPDATA_FOLDER && *second == key.app_id);
-    if in_appdata && *resource.location == key.user_bucket() {
-        granted = Permissions::ALL;
-    }
+    if in_appdata && *resource.location == key.user_bucket() { Permissions::ALL } else { Permissions::default() }
+}
+
+/// The grants baked into a key (request attachments, dependencies) that
+/// cover `resource`, before they are bounded by the originating user's reach.
+fn grant_permissions(key: &KeyData, resource: Resource<'_>) -> Permissions {
     let url = resource.url.to_string();
-    for grant in key.grants.iter().filter(|grant| covers(&grant.url, &url)) {
-        granted = granted.union(Permissions { read: grant.read, write: grant.write });
-    }
-    granted
+    key.grants
+        .iter()
+        .filter(|grant| covers(&grant.url, &url))
+        .fold(Permissions::default(), |held, grant| held.union(Permissions { read: grant.read, write: grant.write }))
 }
 
 /// The folder holding each application's data in a user's bucket.
@@ -285,6 +305,7 @@ mod tests {
         use crate::keys::{KeyData, KeyGrant, Originator};
         use crate::resource_url::{Intent, ResourceUrl};
         let key = KeyData {
+            id: Default::default(),
             user: Originator { identity: Identity::User { id: "alice".into() }, roles: vec![], claims: None },
             app: "echo".into(),
             app_id: "echo".into(),
@@ -293,6 +314,7 @@ mod tests {
             grants: vec![
                 KeyGrant { url: "files/ALICE/doc.txt".into(), read: true, write: false },
                 KeyGrant { url: "files/ALICE/shared/".into(), read: true, write: false },
+                KeyGrant { url: "files/BOB/".into(), read: true, write: true },
             ],
             expires_at: i64::MAX,
         };
@@ -303,8 +325,12 @@ mod tests {
         assert_eq!(caller.user_location(), alice);
         let on = |raw: &str, location: &BucketLocation| {
             let url = ResourceUrl::parse(raw, Intent::Read).unwrap();
+            let key = caller.per_request.as_ref().unwrap();
+            let resource = Resource { url: &url, location };
+            let user = owner_or_admin(&Caller::originating_user(key), location);
             owner_or_admin(&caller, location)
-                .union(key_permissions(caller.per_request.as_ref().unwrap(), Resource { url: &url, location }))
+                .union(appdata_permissions(key, resource))
+                .union(grant_permissions(key, resource).intersection(user))
         };
         assert_eq!(on("files/ALICE/appdata/echo/note.txt", &alice), Permissions::ALL);
         assert_eq!(on("prompts/ALICE/appdata/echo/", &alice), Permissions::ALL, "any group");
@@ -315,6 +341,11 @@ mod tests {
         assert_eq!(on("files/ECHO/anything", &BucketLocation::Key("echo".into())), Permissions::ALL);
         let bob = BucketLocation::User("bob".into());
         assert_eq!(on("files/BOB/appdata/echo/x", &bob), Permissions::default(), "appdata is the user's only");
+        assert_eq!(
+            on("files/BOB/report.txt", &bob),
+            Permissions::default(),
+            "a grant never reaches more than the user does (bob shared nothing with alice)"
+        );
         assert_eq!(on("files/public/x", &BucketLocation::Public), Permissions::default(), "no admin rights");
     }
 

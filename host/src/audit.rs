@@ -79,6 +79,23 @@ impl AuditEvent {
     }
 }
 
+impl AuditEvent {
+    /// An application's per-request key tried to consent (or read or
+    /// withdraw a consent) for `app`: refused.
+    pub fn consent_refused(event: &'static str, app: &str, user: &str, source: &str, trace_id: &str) -> Self {
+        Self {
+            event,
+            app: app.to_string(),
+            targets: Vec::new(),
+            user: user.to_string(),
+            trace_id: Some(trace_id.to_string()),
+            source_deployment: Some(source.to_string()),
+            outcome: "denied".into(),
+            reason: Some("a per-request key cannot consent for its user".into()),
+        }
+    }
+}
+
 /// Where events go.
 #[derive(Clone, Default)]
 pub struct Audit {

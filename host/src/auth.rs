@@ -82,6 +82,18 @@ impl Caller {
         }
     }
 
+    /// The user (or project) a key acts for, as themselves: their own
+    /// bucket, never admin rights (no key carries them) and no key.
+    pub fn originating_user(key: &KeyData) -> Self {
+        Self {
+            identity: key.user.identity.clone(),
+            roles: key.user.roles.clone(),
+            is_admin: false,
+            claims: key.user.claims.clone(),
+            per_request: None,
+        }
+    }
+
     /// The originating user of a call this caller makes (itself, or the one
     /// its key carries).
     pub fn originator(&self) -> Originator {

@@ -50,11 +50,14 @@ pub struct Config {
 pub struct FeedConfig {
     /// Seconds between SSE comment heartbeats on an idle subscription.
     pub heartbeat_seconds: u64,
+    /// Subscriptions one caller (a user, a project key, an application's
+    /// key) may hold open at once on one instance; more are 429.
+    pub max_subscriptions_per_caller: usize,
 }
 
 impl Default for FeedConfig {
     fn default() -> Self {
-        Self { heartbeat_seconds: 15 }
+        Self { heartbeat_seconds: 15, max_subscriptions_per_caller: 16 }
     }
 }
 
@@ -107,6 +110,14 @@ pub struct ProxyConfig {
     pub max_request_bytes: u64,
     /// Idle connections kept per application host.
     pub pool_max_idle_per_host: usize,
+    /// Where stored applications (`applications/{bucket}/…`) may be called
+    /// although the address is loopback, private, link-local, CGNAT,
+    /// unspecified or multicast: host names (`mcp.internal`), addresses
+    /// (`10.0.0.7`) or CIDRs (`10.20.0.0/16`). Configuration applications
+    /// may name any http(s) URL.
+    pub allowed_destinations: Vec<String>,
+    /// Resource links (attachments) one call may carry; more are 400.
+    pub max_attachments: usize,
 }
 
 impl Default for ProxyConfig {
@@ -116,6 +127,8 @@ impl Default for ProxyConfig {
             read_timeout_ms: 300_000,
             max_request_bytes: 16 << 20,
             pool_max_idle_per_host: 32,
+            allowed_destinations: Vec::new(),
+            max_attachments: 1000,
         }
     }
 }
@@ -124,13 +137,21 @@ impl Default for ProxyConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PerRequestKeyConfig {
-    /// The longest a key lives, should its call never end.
+    /// The longest a key lives, should its call never end. A key minted for
+    /// an application calling on expires no later than the caller's.
     pub ttl_seconds: u64,
+    /// Applications a chain of calls may pass through (the root call's
+    /// application is the first); a call deeper than this is 403.
+    pub max_chain_depth: usize,
+    /// With Redis: how long a key outlives an instance that died without
+    /// revoking it. The key is held this long at a time and renewed at a
+    /// third of it while its call lives (never past `ttl_seconds`).
+    pub lease_seconds: u64,
 }
 
 impl Default for PerRequestKeyConfig {
     fn default() -> Self {
-        Self { ttl_seconds: 1800 }
+        Self { ttl_seconds: 1800, max_chain_depth: 8, lease_seconds: 60 }
     }
 }
 
@@ -155,6 +176,9 @@ pub struct ServerConfig {
     /// Threads of tokio's blocking pool (the local-disk store and handler
     /// compilation run there).
     pub blocking_threads: usize,
+    /// How long a stop waits for requests in flight before it cuts them
+    /// off (their per-request keys are revoked before the process exits).
+    pub stop_timeout_seconds: u64,
 }
 
 impl Default for ServerConfig {
@@ -166,6 +190,7 @@ impl Default for ServerConfig {
             max_connections: None,
             // tokio's own default.
             blocking_threads: 512,
+            stop_timeout_seconds: 20,
         }
     }
 }
@@ -475,7 +500,11 @@ impl From<figment::Error> for ConfigError {
 }
 
 impl Config {
-    /// Defaults, then the file (if any), then the environment.
+    /// Defaults, then the file (if any), then the environment. The
+    /// environment overrides applications the file defines; one naming
+    /// another (`DIAL_HOST_APPLICATIONS__CHAT_APP__…` beside a file's
+    /// `chat-app`) is an error naming the closest defined one, instead of a
+    /// new application made of one field.
     pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
         let mut figment = Figment::from(Serialized::defaults(Config::default()));
         if let Some(file) = file {
@@ -484,7 +513,23 @@ impl Config {
             }
             figment = figment.merge(Toml::file(file));
         }
-        Ok(figment.merge(Env::prefixed(ENV_PREFIX).split("__")).extract()?)
+        let defined: BTreeMap<String, serde_json::Value> =
+            figment.extract_inner("applications").map_err(ConfigError::from)?;
+        let config: Self = figment.merge(Env::prefixed(ENV_PREFIX).split("__")).extract()?;
+        if let Some(name) = config.applications.keys().find(|name| !defined.contains_key(*name)) {
+            let closest = defined
+                .keys()
+                .map(|known| (strsim::jaro_winkler(&known.replace('-', "_"), name), known))
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, known)| format!(" (the closest it defines is `{known}`)"))
+                .unwrap_or_default();
+            return Err(figment::Error::from(format!(
+                "the environment overrides application `{name}`, which the config file does not define{closest}; \
+                 applications are defined in the file, the environment only overrides their fields"
+            ))
+            .into());
+        }
+        Ok(config)
     }
 
     pub fn handler_cache_dir(&self) -> PathBuf {
@@ -556,6 +601,24 @@ mod tests {
             jail.create_file("dial.toml", "[server]\nlisten = \"x\"\nlisen = \"typo\"\n")?;
             let error = Config::load(Some(Path::new("dial.toml"))).unwrap_err();
             assert!(error.to_string().contains("lisen"), "{error}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn the_environment_overrides_only_applications_the_file_defines() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("dial.toml", "[applications.chat-app]\nendpoint = \"http://a/chat\"\n")?;
+            jail.set_env("DIAL_HOST_APPLICATIONS__CHAT_APP__ENDPOINT", "http://b/chat");
+            let error = Config::load(Some(Path::new("dial.toml"))).unwrap_err().to_string();
+            assert!(error.contains("`chat_app`") && error.contains("`chat-app`"), "{error}");
+            Ok(())
+        });
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("dial.toml", "[applications.chat]\nendpoint = \"http://a/chat\"\n")?;
+            jail.set_env("DIAL_HOST_APPLICATIONS__CHAT__ENDPOINT", "http://b/chat");
+            let config = Config::load(Some(Path::new("dial.toml"))).unwrap();
+            assert_eq!(config.applications["chat"]["endpoint"], "http://b/chat");
             Ok(())
         });
     }

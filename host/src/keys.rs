@@ -10,8 +10,15 @@
 //! grants (attachments, later dependencies). In-process by default; in Redis
 //! when `redis.url` is set, so a key minted by one instance works on every
 //! other (the app may call back through any of them).
+//!
+//! [`Keys`] is what the host holds: it mints a key as a [`KeyLease`] and
+//! remembers every key it minted until its revoke has landed, so a graceful
+//! stop revokes the keys of the calls it cuts off before the process exits.
+//! In Redis a key is held for a short lease (`per_request_key.lease_seconds`)
+//! renewed while its call lives, never past its TTL: a key whose instance
+//! was killed outright dies within one lease instead of living out its TTL.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -49,10 +56,25 @@ pub struct KeyGrant {
     pub write: bool,
 }
 
+/// The key itself, kept beside what it stands for so a long-lived answer
+/// (the change feed) can ask whether it is still alive. Never serialized,
+/// never printed.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct KeyId(pub String);
+
+impl std::fmt::Debug for KeyId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyId(…)")
+    }
+}
+
 /// What a key stands for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KeyData {
+    /// The key (set by the store on mint and lookup).
+    #[serde(skip)]
+    pub id: KeyId,
     pub user: Originator,
     /// The deployment id of the application holding the key.
     pub app: String,
@@ -93,8 +115,15 @@ type KeyFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, KeyStoreError>> + 
 
 /// Where keys live while their call runs.
 pub trait KeyStore: Send + Sync {
-    /// Stores `data` under a fresh key and returns the key.
-    fn mint(&self, data: KeyData) -> KeyFuture<'_, String>;
+    /// Stores `data` under a fresh key, held for `hold` (at most until
+    /// `data.expires_at`), and returns the key.
+    fn mint(&self, data: KeyData, hold: Duration) -> KeyFuture<'_, String>;
+    /// Holds a live key `hold` longer from now; false when it is gone.
+    fn renew<'a>(&'a self, key: &'a str, hold: Duration) -> KeyFuture<'a, bool>;
+    /// Whether keys lapse unless renewed (they outlive this process).
+    fn held_for_a_lease(&self) -> bool {
+        false
+    }
     /// What a live key stands for; `None` when unknown, revoked or expired.
     fn get<'a>(&'a self, key: &'a str) -> KeyFuture<'a, Option<Arc<KeyData>>>;
     /// Ends a key (idempotent).
@@ -131,7 +160,9 @@ pub struct InProcessKeys {
 }
 
 impl KeyStore for InProcessKeys {
-    fn mint(&self, data: KeyData) -> KeyFuture<'_, String> {
+    /// The process's own memory: a key cannot outlive its instance, so it
+    /// is held until `expires_at` and `hold` is not needed.
+    fn mint(&self, mut data: KeyData, _hold: Duration) -> KeyFuture<'_, String> {
         let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
         let now = now_ms();
         if keys.len() > 1024 && keys.len().is_power_of_two() {
@@ -143,8 +174,15 @@ impl KeyStore for InProcessKeys {
                 break key;
             }
         };
+        data.id = KeyId(key.clone());
         keys.insert(key.clone(), Arc::new(data));
         Box::pin(std::future::ready(Ok(key)))
+    }
+
+    fn renew<'a>(&'a self, key: &'a str, _hold: Duration) -> KeyFuture<'a, bool> {
+        let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        let alive = keys.get(key).is_some_and(|data| data.expires_at > now_ms());
+        Box::pin(std::future::ready(Ok(alive)))
     }
 
     fn get<'a>(&'a self, key: &'a str) -> KeyFuture<'a, Option<Arc<KeyData>>> {
@@ -177,10 +215,20 @@ impl RedisKeys {
     }
 }
 
+/// Milliseconds to hold a key: `hold`, never past `expires_at` (at least 1).
+fn hold_ms(expires_at: i64, hold: Duration) -> u64 {
+    let left = u64::try_from(expires_at - now_ms()).unwrap_or(0);
+    left.min(u64::try_from(hold.as_millis()).unwrap_or(u64::MAX)).max(1)
+}
+
 impl KeyStore for RedisKeys {
-    fn mint(&self, data: KeyData) -> KeyFuture<'_, String> {
+    fn held_for_a_lease(&self) -> bool {
+        true
+    }
+
+    fn mint(&self, data: KeyData, hold: Duration) -> KeyFuture<'_, String> {
         Box::pin(async move {
-            let ttl_ms = u64::try_from(data.expires_at - now_ms()).unwrap_or(0).max(1);
+            let ttl_ms = hold_ms(data.expires_at, hold);
             let json = serde_json::to_string(&data).expect("key data serializes");
             let mut connection = self.connection.clone();
             loop {
@@ -209,7 +257,33 @@ impl KeyStore for RedisKeys {
                 .query_async(&mut connection)
                 .await
                 .map_err(Self::unavailable)?;
-            Ok(json.and_then(|json| serde_json::from_str(&json).ok()).map(Arc::new))
+            let data = json.and_then(|json| serde_json::from_str::<KeyData>(&json).ok());
+            Ok(data
+                .filter(|data| data.expires_at > now_ms())
+                .map(|data| Arc::new(KeyData { id: KeyId(key.into()), ..data })))
+        })
+    }
+
+    fn renew<'a>(&'a self, key: &'a str, hold: Duration) -> KeyFuture<'a, bool> {
+        Box::pin(async move {
+            let mut connection = self.connection.clone();
+            let json: Option<String> = redis::cmd("GET")
+                .arg(format!("{}{key}", self.prefix))
+                .query_async(&mut connection)
+                .await
+                .map_err(Self::unavailable)?;
+            let Some(data) = json.and_then(|json| serde_json::from_str::<KeyData>(&json).ok()) else {
+                return Ok(false);
+            };
+            // PEXPIRE … XX: only a key that still exists (a revoke wins).
+            let set: i64 = redis::cmd("PEXPIRE")
+                .arg(format!("{}{key}", self.prefix))
+                .arg(hold_ms(data.expires_at, hold))
+                .arg("XX")
+                .query_async(&mut connection)
+                .await
+                .map_err(Self::unavailable)?;
+            Ok(set == 1)
         })
     }
 
@@ -250,20 +324,99 @@ impl KeyStore for RedisKeys {
     }
 }
 
+/// The keys this instance hands out: minted as [`KeyLease`]s, and each
+/// remembered until its revoke has landed, so [`Keys::revoke_all`] can end
+/// every one a stop cuts off. Cheap to clone.
+#[derive(Clone)]
+pub struct Keys {
+    store: Arc<dyn KeyStore>,
+    /// Keys minted here and not yet revoked.
+    live: Arc<Mutex<HashSet<String>>>,
+    /// How long the store holds a key past its last renewal.
+    lease: Duration,
+}
+
+impl Keys {
+    /// `lease`: how long a key outlives its instance at most, should the
+    /// instance die without revoking it (renewed at a third of it while the
+    /// call lives).
+    pub fn new(store: Arc<dyn KeyStore>, lease: Duration) -> Self {
+        Self { store, live: Arc::default(), lease: lease.max(Duration::from_millis(300)) }
+    }
+
+    /// Mints a key for `data`, revoked when the lease is dropped.
+    pub async fn mint(&self, data: KeyData) -> Result<KeyLease, KeyStoreError> {
+        let expires_at = data.expires_at;
+        let key = self.store.mint(data, self.lease).await?;
+        self.live.lock().unwrap_or_else(PoisonError::into_inner).insert(key.clone());
+        crate::metrics::key_minted();
+        let renewal = self.store.held_for_a_lease().then(|| {
+            tokio::spawn(renew_while_held(self.store.clone(), key.clone(), expires_at, self.lease)).abort_handle()
+        });
+        Ok(KeyLease { keys: self.clone(), key: Some(key), renewal })
+    }
+
+    /// What a live key stands for; `None` when unknown, revoked or expired.
+    pub async fn get(&self, key: &str) -> Result<Option<Arc<KeyData>>, KeyStoreError> {
+        self.store.get(key).await
+    }
+
+    /// Keys alive in the store (metrics and tests).
+    pub async fn alive(&self) -> Result<usize, KeyStoreError> {
+        self.store.alive().await
+    }
+
+    /// Revokes every key minted here whose revoke has not landed: a stop
+    /// calls it before the process exits. Returns how many it revoked.
+    pub async fn revoke_all(&self) -> usize {
+        let keys: Vec<String> = self.live.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect();
+        let revokes = keys.iter().map(|key| self.revoke(key.clone()));
+        futures_util::future::join_all(revokes).await.into_iter().filter(|revoked| *revoked).count()
+    }
+
+    /// Revokes `key` and forgets it once the store confirmed.
+    async fn revoke(&self, key: String) -> bool {
+        match self.store.revoke(key.clone()).await {
+            Ok(()) => {
+                self.live.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
+                true
+            }
+            Err(error) => {
+                tracing::warn!(%error, "could not revoke a per-request key; it expires with its lease");
+                false
+            }
+        }
+    }
+}
+
+/// Holds `key` in the store one `lease` at a time until its lease is
+/// dropped (this task is aborted then) or it expires.
+async fn renew_while_held(store: Arc<dyn KeyStore>, key: String, expires_at: i64, lease: Duration) {
+    loop {
+        tokio::time::sleep(lease / 3).await;
+        if now_ms() >= expires_at {
+            return;
+        }
+        match store.renew(&key, lease).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            // Redis away: the next renewal tries again; the key lapses if it never returns.
+            Err(error) => tracing::warn!(%error, "could not renew a per-request key"),
+        }
+    }
+}
+
 /// A minted key that is revoked when this guard goes away: the guard rides
 /// with the relayed response body, so the key ends when the response has been
 /// relayed, the client went away or the upstream failed — whichever is first.
 pub struct KeyLease {
-    store: Arc<dyn KeyStore>,
+    keys: Keys,
     key: Option<String>,
+    /// The task renewing the key's lease in the store, if it needs one.
+    renewal: Option<tokio::task::AbortHandle>,
 }
 
 impl KeyLease {
-    pub fn new(store: Arc<dyn KeyStore>, key: String) -> Self {
-        crate::metrics::key_minted();
-        Self { store, key: Some(key) }
-    }
-
     pub fn key(&self) -> &str {
         self.key.as_deref().unwrap_or_default()
     }
@@ -271,18 +424,16 @@ impl KeyLease {
 
 impl Drop for KeyLease {
     fn drop(&mut self) {
+        if let Some(renewal) = &self.renewal {
+            renewal.abort();
+        }
         let Some(key) = self.key.take() else { return };
         crate::metrics::key_revoked();
-        let store = self.store.clone();
+        let keys = self.keys.clone();
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    if let Err(error) = store.revoke(key).await {
-                        tracing::warn!(%error, "could not revoke a per-request key; it expires with its TTL");
-                    }
-                });
-            }
-            Err(_) => tracing::warn!("no async runtime to revoke a per-request key; it expires with its TTL"),
+            // Until it lands the key stays in `live`, where a stop finds it.
+            Ok(runtime) => drop(runtime.spawn(async move { keys.revoke(key).await })),
+            Err(_) => tracing::warn!("no async runtime to revoke a per-request key; it expires with its lease"),
         }
     }
 }
@@ -296,8 +447,11 @@ pub fn expiry(ttl: Duration) -> i64 {
 mod tests {
     use super::*;
 
+    const LEASE: Duration = Duration::from_secs(60);
+
     fn data(expires_at: i64) -> KeyData {
         KeyData {
+            id: KeyId::default(),
             user: Originator {
                 identity: Identity::User { id: "alice".into() },
                 roles: vec!["user".into()],
@@ -324,29 +478,39 @@ mod tests {
     #[tokio::test]
     async fn in_process_keys_live_until_revoked_or_expired() {
         let store = InProcessKeys::default();
-        let key = store.mint(data(expiry(Duration::from_secs(60)))).await.unwrap();
-        assert_eq!(store.get(&key).await.unwrap().unwrap().app, "echo");
+        let key = store.mint(data(expiry(Duration::from_secs(60))), LEASE).await.unwrap();
+        let found = store.get(&key).await.unwrap().unwrap();
+        assert_eq!((found.app.as_str(), &found.id), ("echo", &KeyId(key.clone())));
         assert_eq!(store.alive().await.unwrap(), 1);
         store.revoke(key.clone()).await.unwrap();
         assert!(store.get(&key).await.unwrap().is_none());
-        let expired = store.mint(data(now_ms() - 1)).await.unwrap();
+        let expired = store.mint(data(now_ms() - 1), LEASE).await.unwrap();
         assert!(store.get(&expired).await.unwrap().is_none(), "an expired key is unknown");
         assert_eq!(store.alive().await.unwrap(), 0);
     }
 
     #[tokio::test]
     async fn a_lease_revokes_its_key_when_dropped() {
-        let store: Arc<dyn KeyStore> = Arc::new(InProcessKeys::default());
-        let key = store.mint(data(expiry(Duration::from_secs(60)))).await.unwrap();
-        let lease = KeyLease::new(store.clone(), key.clone());
-        assert_eq!(lease.key(), key);
+        let keys = Keys::new(Arc::new(InProcessKeys::default()), LEASE);
+        let lease = keys.mint(data(expiry(Duration::from_secs(60)))).await.unwrap();
+        let key = lease.key().to_string();
+        assert!(keys.get(&key).await.unwrap().is_some());
         drop(lease);
         for _ in 0..100 {
-            if store.get(&key).await.unwrap().is_none() {
+            if keys.get(&key).await.unwrap().is_none() {
+                assert_eq!(keys.revoke_all().await, 0, "a landed revoke is forgotten");
                 return;
             }
             tokio::task::yield_now().await;
         }
         panic!("the key outlived its lease");
+    }
+
+    #[tokio::test]
+    async fn a_stop_revokes_the_keys_still_held() {
+        let keys = Keys::new(Arc::new(InProcessKeys::default()), LEASE);
+        let held = keys.mint(data(expiry(Duration::from_secs(60)))).await.unwrap();
+        assert_eq!(keys.revoke_all().await, 1);
+        assert!(keys.get(held.key()).await.unwrap().is_none(), "revoked while its call still held it");
     }
 }

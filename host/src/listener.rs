@@ -52,8 +52,6 @@ use crate::config::ServerConfig;
 const RESERVED_FILES: u64 = 64;
 /// The connection limit when the open-files limit does not set one.
 const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
-/// How long a stop waits for requests in flight (idle connections close at once).
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 /// Pause after an accept error such as `EMFILE`: retrying at once would spin
 /// while nothing has closed yet.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
@@ -66,6 +64,8 @@ pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
     pub idle_timeout: Duration,
     pub max_connections: usize,
+    /// How long a stop waits for requests in flight (idle connections close at once).
+    pub drain_timeout: Duration,
 }
 
 impl ConnectionLimits {
@@ -88,6 +88,7 @@ impl ConnectionLimits {
             header_read_timeout: Duration::from_secs(config.header_read_timeout_seconds),
             idle_timeout: Duration::from_secs(config.idle_timeout_seconds),
             max_connections,
+            drain_timeout: Duration::from_secs(config.stop_timeout_seconds),
         }
     }
 }
@@ -115,7 +116,7 @@ fn open_files_limit() -> Option<u64> {
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, then waits up to
-/// [`DRAIN_TIMEOUT`] for requests in flight.
+/// `drain_timeout` for requests in flight.
 pub async fn serve(listener: TcpListener, app: Router, limits: ConnectionLimits, shutdown: impl Future<Output = ()>) {
     tracing::info!(
         max_connections = limits.max_connections,
@@ -167,8 +168,8 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ConnectionLimits,
     }
     // New connections are refused from here on; idle ones close at once.
     drop(listener);
-    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
-        tracing::warn!("requests still in flight after {} s; stopping anyway", DRAIN_TIMEOUT.as_secs());
+    if tokio::time::timeout(limits.drain_timeout, graceful.shutdown()).await.is_err() {
+        tracing::warn!("requests still in flight after {} s; stopping anyway", limits.drain_timeout.as_secs());
     }
 }
 

@@ -263,11 +263,15 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     let audit = Audit::open(config.audit.file.as_ref())
         .with_context(|| format!("opening the audit file {:?}", config.audit.file))?;
     let consent = ConsentStore::new(documents.clone());
-    let keys = keys::from_config(redis.as_ref().map(|(_, c)| c), &key_prefix);
+    let keys = keys::Keys::new(
+        keys::from_config(redis.as_ref().map(|(_, c)| c), &key_prefix),
+        Duration::from_secs(config.per_request_key.lease_seconds),
+    );
     let proxy = Proxy::new(&config.proxy, &config.per_request_key).context("building the application client")?;
     Ok(AppState::new(Services {
         auth,
         apps,
+        definitions: Default::default(),
         keys,
         proxy,
         consent,
@@ -283,6 +287,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
         redis: redis.map(|(_, connection)| connection),
         events,
         feed_heartbeat: Duration::from_secs(config.feed.heartbeat_seconds.max(1)),
+        feed_subscriptions: crate::http::feed::Subscriptions::new(config.feed.max_subscriptions_per_caller),
         stopping: tokio::sync::watch::Sender::new(false),
     }))
 }
@@ -307,10 +312,21 @@ pub async fn serve(prepared: Prepared) -> anyhow::Result<()> {
         shutdown_signal().await;
         stopping.begin_stop();
     };
+    let keys = state.keys().clone();
     listener::serve(listener, http::router(state), limits, shutdown).await;
+    // The calls the stop cut off end here: their keys must not outlive the
+    // process on other instances (with Redis) for the rest of their lease.
+    match tokio::time::timeout(KEY_REVOKE_TIMEOUT, keys.revoke_all()).await {
+        Ok(0) => {}
+        Ok(revoked) => tracing::info!(revoked, "revoked the per-request keys of calls the stop cut off"),
+        Err(_) => tracing::warn!("revoking per-request keys took too long; they lapse with their lease"),
+    }
     tracing::info!("stopped");
     Ok(())
 }
+
+/// How long a stop waits for the key store to revoke the keys it cut off.
+const KEY_REVOKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// In the background: what an earlier process left half-written in the
 /// local store when it died (see [`storage::reclaim_local_leftovers`]).

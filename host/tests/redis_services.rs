@@ -399,6 +399,7 @@ fn key_data(expires_in: Duration) -> dial_host::keys::KeyData {
     use dial_host::auth::Identity;
     use dial_host::keys::{KeyData, KeyGrant, Originator};
     KeyData {
+        id: Default::default(),
         user: Originator { identity: Identity::User { id: "alice".into() }, roles: vec!["user".into()], claims: None },
         app: "echo".into(),
         app_id: "echo".into(),
@@ -416,7 +417,7 @@ async fn redis_keys_are_shared_by_instances_and_end_on_revoke_or_ttl() {
     let server = redis_server_or_skip!();
     let first = dial_host::keys::from_config(Some(&server.connection().await), PREFIX);
     let second = dial_host::keys::from_config(Some(&server.connection().await), PREFIX);
-    let key = first.mint(key_data(Duration::from_secs(60))).await.unwrap();
+    let key = first.mint(key_data(Duration::from_secs(60)), Duration::from_secs(60)).await.unwrap();
     assert!(dial_host::keys::looks_like_key(&key));
     let seen = second.get(&key).await.unwrap().expect("visible to the other instance");
     assert_eq!(*seen, key_data_like(&seen));
@@ -424,13 +425,25 @@ async fn redis_keys_are_shared_by_instances_and_end_on_revoke_or_ttl() {
     second.revoke(key.clone()).await.unwrap();
     assert!(first.get(&key).await.unwrap().is_none(), "revoked everywhere");
 
-    let short = first.mint(key_data(Duration::from_millis(200))).await.unwrap();
+    let short = first.mint(key_data(Duration::from_millis(200)), Duration::from_secs(60)).await.unwrap();
     assert!(second.get(&short).await.unwrap().is_some());
     sleep(Duration::from_millis(400)).await;
     assert!(second.get(&short).await.unwrap().is_none(), "gone with its TTL");
     assert_eq!(first.alive().await.unwrap(), 0);
+
+    // Held one lease at a time: renewed, it lives on; not renewed, it lapses
+    // long before its TTL (the instance that minted it died).
+    let leased = first.mint(key_data(Duration::from_secs(60)), Duration::from_millis(300)).await.unwrap();
+    for _ in 0..4 {
+        sleep(Duration::from_millis(150)).await;
+        assert!(second.renew(&leased, Duration::from_millis(300)).await.unwrap(), "renewed while alive");
+    }
+    assert!(first.get(&leased).await.unwrap().is_some(), "600 ms after minting, renewed");
+    sleep(Duration::from_millis(500)).await;
+    assert!(first.get(&leased).await.unwrap().is_none(), "lapsed one lease after the last renewal");
+    assert!(!second.renew(&leased, Duration::from_millis(300)).await.unwrap(), "a lapsed key is not revived");
 }
 
 fn key_data_like(seen: &dial_host::keys::KeyData) -> dial_host::keys::KeyData {
-    dial_host::keys::KeyData { expires_at: seen.expires_at, ..key_data(Duration::ZERO) }
+    dial_host::keys::KeyData { id: seen.id.clone(), expires_at: seen.expires_at, ..key_data(Duration::ZERO) }
 }

@@ -129,7 +129,7 @@ fn handler_commands_say_what_junk_is_and_survive_a_closed_pipe() {
     );
     assert!(!stdout.contains("[") && stdout.len() < 400, "no byte dump: {stdout}");
 
-    let mut child = std::process::Command::new(crate::support::BINARY)
+    let mut child = std::process::Command::new(crate::support::binary())
         .args(["handler", "inspect", &guest("dial_skill_handler")])
         .env("DIAL_HOST_HANDLERS__CACHE_DIR", crate::support::shared_cache_dir())
         .stdout(std::process::Stdio::piped())

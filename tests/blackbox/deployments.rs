@@ -34,6 +34,8 @@ impl Fixture {
 secret = "s"
 [identity]
 hs256_secret = "{HS_SECRET}"
+[proxy]
+allowed_destinations = ["127.0.0.1"]
 [applications.echo]
 endpoint = "{app}/chat/completions"
 interfaces.responses.endpoint = "{app}/responses"

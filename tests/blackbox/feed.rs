@@ -17,37 +17,35 @@ fn config(setup: &Setup, storage: &str, redis: Option<&services::Redis>) -> std:
     let redis = redis.map(|r| format!("[redis]\nurl = \"{}\"\nkey_prefix = \"feed:\"\n", r.url)).unwrap_or_default();
     setup.config(&format!(
         "[encryption]\nsecret = \"feed\"\n[keys.{ALICE}]\nproject = \"alice\"\nroles = [\"user\"]\n\
-         [keys.{BOB}]\nproject = \"bob\"\nroles = [\"user\"]\n[feed]\nheartbeat_seconds = 1\n{storage}{redis}"
+         [keys.{BOB}]\nproject = \"bob\"\nroles = [\"user\"]\n[feed]\nheartbeat_seconds = 1\nmax_subscriptions_per_caller = 1000\n{storage}{redis}"
     ))
 }
 
 /// What an SSE stream delivered: `data:` payloads and comment lines.
-struct Feed {
+pub(crate) struct Feed {
     response: reqwest::Response,
     pending: String,
     /// The server closed the stream.
-    ended: bool,
+    pub ended: bool,
 }
 
-enum Item {
+pub(crate) enum Item {
     Event(Value),
     Comment(String),
 }
 
 impl Feed {
-    async fn open(server_url: &str, key: &str, urls: &[String]) -> reqwest::Response {
+    pub async fn open(server_url: &str, auth: &[(&str, &str)], urls: &[String]) -> reqwest::Response {
         let resources: Vec<Value> = urls.iter().map(|url| json!({"url": url})).collect();
-        reqwest::Client::new()
-            .post(format!("{server_url}/v1/ops/resource/subscribe"))
-            .header("Api-Key", key)
-            .body(json!({"resources": resources}).to_string())
-            .send()
-            .await
-            .unwrap()
+        let mut request = reqwest::Client::new().post(format!("{server_url}/v1/ops/resource/subscribe"));
+        for (name, value) in auth {
+            request = request.header(*name, *value);
+        }
+        request.body(json!({"resources": resources}).to_string()).send().await.unwrap()
     }
 
-    async fn start(server_url: &str, key: &str, urls: &[String]) -> Self {
-        let response = Self::open(server_url, key, urls).await;
+    pub async fn start(server_url: &str, auth: &[(&str, &str)], urls: &[String]) -> Self {
+        let response = Self::open(server_url, auth, urls).await;
         assert_eq!(response.status(), 200);
         assert_eq!(response.headers()["content-type"], "text/event-stream");
         Self { response, pending: String::new(), ended: false }
@@ -55,7 +53,7 @@ impl Feed {
 
     /// The next event or comment, `None` when the stream ended or nothing
     /// came within `patience`.
-    async fn next(&mut self, patience: Duration) -> Option<Item> {
+    pub async fn next(&mut self, patience: Duration) -> Option<Item> {
         loop {
             if let Some(end) = self.pending.find("\n\n") {
                 let block: String = self.pending.drain(..end + 2).collect();
@@ -85,7 +83,7 @@ impl Feed {
     }
 
     /// The next event, skipping heartbeats.
-    async fn event(&mut self, patience: Duration) -> Option<Value> {
+    pub async fn event(&mut self, patience: Duration) -> Option<Value> {
         let deadline = tokio::time::Instant::now() + patience;
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -113,8 +111,12 @@ async fn changes_on_one_instance_reach_a_subscriber_on_another() {
     let alice = [("Api-Key", ALICE)];
     let bucket = client_a.get("/v1/bucket", &alice).await.json()["bucket"].as_str().unwrap().to_string();
 
-    let mut feed =
-        Feed::start(&b.url, ALICE, &[format!("skills/{bucket}/team/"), format!("files/{bucket}/x.txt")]).await;
+    let mut feed = Feed::start(
+        &b.url,
+        &[("Api-Key", ALICE)],
+        &[format!("skills/{bucket}/team/"), format!("files/{bucket}/x.txt")],
+    )
+    .await;
     let skill = |d: &str| format!("---\nname: s\ndescription: {d}\n---\n").into_bytes();
     let url = format!("/v2/skills/{bucket}/team/s");
     let created = client_a.put_files(&url, &alice, &[("SKILL.md", &skill("one"))]).await;
@@ -168,7 +170,7 @@ async fn a_revoked_share_ends_the_events_at_once() {
     );
 
     // Refused before any stream: no access, malformed, empty.
-    let denied = Feed::open(&server.url, BOB, &[format!("skills/{a}/shared/")]).await;
+    let denied = Feed::open(&server.url, &[("Api-Key", BOB)], &[format!("skills/{a}/shared/")]).await;
     assert_eq!(denied.status(), 403);
     let client_raw = reqwest::Client::new();
     let post = |body: &'static str| {
@@ -181,7 +183,7 @@ async fn a_revoked_share_ends_the_events_at_once() {
     let invitation = client.post("/v1/ops/resource/share/create", &alice, &share.to_string()).await.json();
     let link = invitation["invitationLink"].as_str().unwrap();
     assert_eq!(client.get(&format!("{link}?accept=true"), &bob).await.status, 200);
-    let mut feed = Feed::start(&server.url, BOB, &[format!("skills/{a}/shared/")]).await;
+    let mut feed = Feed::start(&server.url, &[("Api-Key", BOB)], &[format!("skills/{a}/shared/")]).await;
     assert_eq!(
         client.put_files(&format!("/v2/skills/{a}/shared/s2"), &alice, &[("SKILL.md", skill)]).await.status,
         200
@@ -211,7 +213,7 @@ async fn a_thousand_idle_subscribers_cost_bounded_memory() {
     let before = server.peak_rss_kib();
     let mut feeds = Vec::with_capacity(SUBSCRIBERS);
     for i in 0..SUBSCRIBERS {
-        feeds.push(Feed::start(&server.url, ALICE, &[format!("files/{a}/f{i}.txt")]).await);
+        feeds.push(Feed::start(&server.url, &[("Api-Key", ALICE)], &[format!("files/{a}/f{i}.txt")]).await);
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let with_all = server.peak_rss_kib();
@@ -234,7 +236,7 @@ async fn a_stop_ends_the_subscriptions() {
     let mut server = setup.start(Some(&config(&setup, "", None)), &[]);
     let client = server.client();
     let a = client.get("/v1/bucket", &[("Api-Key", ALICE)]).await.json()["bucket"].as_str().unwrap().to_string();
-    let mut feed = Feed::start(&server.url, ALICE, &[format!("files/{a}/")]).await;
+    let mut feed = Feed::start(&server.url, &[("Api-Key", ALICE)], &[format!("files/{a}/")]).await;
     // Well within the 20 s the stop would otherwise wait for the stream.
     let status = server.terminate(Duration::from_secs(5)).expect("the server stops without waiting for the feed");
     assert!(status.success(), "{status}");

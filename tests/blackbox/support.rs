@@ -6,7 +6,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-pub const BINARY: &str = env!("CARGO_BIN_EXE_dial-host");
+pub const BUILT_BINARY: &str = env!("CARGO_BIN_EXE_dial-host");
+
+/// The binary under test: this build's, or the one `TEST_DIAL_HOST_BINARY`
+/// names (to replay the tests against another build, e.g. an older one).
+pub fn binary() -> PathBuf {
+    std::env::var_os("TEST_DIAL_HOST_BINARY").map_or_else(|| PathBuf::from(BUILT_BINARY), PathBuf::from)
+}
 
 /// How long a server may take to start (compiling the built-in handler on a
 /// cold cache takes a few seconds in a debug build).
@@ -56,13 +62,14 @@ impl Setup {
 
     /// Starts the server with `--config` and the given extra environment.
     pub fn start(&self, config: Option<&Path>, env: &[(&str, &str)]) -> Server {
-        self.start_command(Command::new(BINARY), config, env)
+        self.start_command(Command::new(binary()), config, env)
     }
 
     /// Starts the server in a process allowed `open_files` file descriptors.
     pub fn start_with_open_files(&self, config: Option<&Path>, open_files: u64) -> Server {
         let mut command = Command::new("sh");
-        command.args(["-c", "ulimit -n \"$0\" && exec \"$@\"", &open_files.to_string(), BINARY]);
+        let binary = binary();
+        command.args(["-c", "ulimit -n \"$0\" && exec \"$@\"", &open_files.to_string()]).arg(&binary);
         self.start_command(command, config, &[])
     }
 
@@ -207,7 +214,7 @@ impl Setup {
 
     /// Like [`Setup::run`], with the exit code (`None` when killed by a signal).
     pub fn run_for_code(&self, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
-        let mut command = Command::new(BINARY);
+        let mut command = Command::new(binary());
         command.args(args).current_dir(self.path()).envs(self.environment()).env_remove("DIAL_HOST_CONFIG");
         for (key, value) in env {
             command.env(key, value);

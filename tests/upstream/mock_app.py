@@ -25,6 +25,9 @@ are ignored), run in order while the client's request is still open:
     skill:<url>        PUT a whole skill at /v2/<url>: a SKILL.md named after the last segment
     status:<code>      answer with that status and {"error": {"message": "mock error <code>"}}
     hold               streaming only: send the first text delta, then wait for POST /release
+    set-headers        answer with headers an application must not set on the host's origin
+                       (Set-Cookie, Strict-Transport-Security, Access-Control-*, Alt-Svc) and
+                       X-Mock-Kept, which the host relays
     slow:<ms>          sleep, e.g. to make the host's upstream timeout fire
 
 Control routes for the tests: `GET /health`, `POST /release`, `GET /last` (the last report per
@@ -382,6 +385,17 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message}}, status_code=status)
 
 
+# What the `set-headers` command answers with.
+ORIGIN_HEADERS = {
+    "Set-Cookie": "session=app; Domain=example.com; Path=/",
+    "Strict-Transport-Security": "max-age=0",
+    "Access-Control-Allow-Origin": "https://evil.example",
+    "Access-Control-Allow-Credentials": "true",
+    "Alt-Svc": 'h3=":443"; ma=86400',
+    "X-Mock-Kept": "yes",
+}
+
+
 async def no_hold() -> None:
     pass
 
@@ -399,7 +413,7 @@ def endpoint(
         if not isinstance(body, dict):
             return error(400, "the body is not a JSON object")
         report = new_report(request, body)
-        status, hold = None, False
+        status, hold, headers = None, False, {}
         async with httpx2.AsyncClient(timeout=30) as http:
             host = Host(http, state.host_url, request.headers.get("api-key")) if state.host_url else None
             for command in last_user_text(api, body).split():
@@ -408,6 +422,8 @@ def endpoint(
                     status = int(argument)
                 elif name == "hold":
                     hold = True
+                elif name == "set-headers":
+                    headers = ORIGIN_HEADERS
                 elif name == "slow" and argument.isdigit():
                     await asyncio.sleep(int(argument) / 1000)
                 elif name in CALLBACKS:
@@ -418,8 +434,9 @@ def endpoint(
         text = json.dumps(report, separators=(",", ":"))
         if report["stream"]:
             events = stream(text, state.hold if hold else no_hold)
-            return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-        return JSONResponse(whole(text))
+            headers = {"Cache-Control": "no-cache"} | headers
+            return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+        return JSONResponse(whole(text), headers=headers)
 
     return handle
 

@@ -7,8 +7,8 @@
 //! function the applications API uses ([`crate::blobs::application`]), then
 //! read into the typed [`Application`] the proxy needs.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -126,11 +126,79 @@ pub struct ConfigApps {
     apps: BTreeMap<String, Arc<Application>>,
 }
 
+/// The keys an `[applications.<name>]` table may hold, at every level: what
+/// the host acts on, and the descriptive fields DIAL shows. Anything else is
+/// an error naming it, because a key accepted and ignored fails silently — a
+/// misspelt `user_roles` would open an admin-only application to everyone.
+mod config_schema {
+    use serde::Deserialize;
+    use serde_json::Value;
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)] // read for its shape only
+    pub struct Table {
+        endpoint: Option<String>,
+        display_name: Option<String>,
+        display_version: Option<String>,
+        description: Option<String>,
+        icon_url: Option<String>,
+        description_keywords: Option<Vec<String>>,
+        user_roles: Option<Vec<String>>,
+        interfaces: Option<Interfaces>,
+        mcp: Option<Mcp>,
+        features: Option<Features>,
+        resource_dependencies: Option<Value>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Interfaces {
+        responses: Option<Endpoint>,
+        anthropic_messages: Option<Endpoint>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Endpoint {
+        endpoint: String,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Mcp {
+        endpoint: String,
+        transport: Option<String>,
+        forward_per_request_key: Option<bool>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Features {
+        consent_required: Option<bool>,
+    }
+}
+
+/// An endpoint a configuration application names: an absolute http(s) URL.
+fn check_endpoint(field: &str, endpoint: Option<&str>) -> Result<(), String> {
+    let Some(endpoint) = endpoint else { return Ok(()) };
+    match url::Url::parse(endpoint) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Ok(()),
+        _ => Err(format!("{field} must be an absolute http(s) URL, not '{endpoint}'")),
+    }
+}
+
 impl ConfigApps {
-    /// Validates every `[applications.<name>]` table as the applications API
-    /// validates a PUT; the first invalid one stops the start, named.
-    /// `policy`: what configuration applications may declare (the operator
-    /// writes them, so they may declare; the types are the host's).
+    /// Validates every `[applications.<name>]` table: its keys
+    /// ([`config_schema`]), its endpoints (absolute http(s) URLs), then as
+    /// the applications API validates a PUT; the first invalid one stops the
+    /// start, named. `policy`: what configuration applications may declare
+    /// (the operator writes them, so they may declare; the types are the
+    /// host's).
     pub fn load(tables: &BTreeMap<String, Value>, policy: &DeclarationPolicy) -> Result<Self, String> {
         let mut apps = BTreeMap::new();
         for (name, table) in tables {
@@ -138,11 +206,21 @@ impl ConfigApps {
             if name.is_empty() || name.contains('/') || name.starts_with("applications") {
                 return Err(invalid("the name must be one segment that does not start with `applications`".into()));
             }
+            serde_json::from_value::<config_schema::Table>(table.clone())
+                .map_err(|error| invalid(error.to_string()))?;
             let text = serde_json::to_string(table).expect("a configuration value serializes");
             let raw: Box<serde_json::value::RawValue> =
                 serde_json::from_str(&text).expect("what serde_json wrote parses back");
             let normalized = normalize_application(&raw, policy).map_err(|error| invalid(error.to_string()))?;
             let app = Application::from_stored(&normalized).map_err(invalid)?;
+            for (field, api) in [
+                ("endpoint", Api::ChatCompletions),
+                ("interfaces.responses.endpoint", Api::Responses),
+                ("interfaces.anthropic_messages.endpoint", Api::AnthropicMessages),
+                ("mcp.endpoint", Api::Mcp),
+            ] {
+                check_endpoint(field, app.endpoint_for(api)).map_err(invalid)?;
+            }
             apps.insert(name.clone(), Arc::new(app));
         }
         Ok(Self { apps })
@@ -154,6 +232,33 @@ impl ConfigApps {
 
     pub fn names(&self) -> impl Iterator<Item = &String> {
         self.apps.keys()
+    }
+}
+
+/// Stored definitions already parsed, by URL, each with the etag it was
+/// parsed at: a call reads the definition only when it changed (a
+/// conditional read), so many calls to an application with a large
+/// definition do not each parse it. Bounded: when full, it starts over.
+#[derive(Default)]
+pub struct StoredDefinitions {
+    parsed: Mutex<HashMap<String, (String, Arc<Application>)>>,
+}
+
+/// Definitions [`StoredDefinitions`] keeps at most.
+const KEPT_DEFINITIONS: usize = 1024;
+
+impl StoredDefinitions {
+    /// The etag and definition last parsed for `url`.
+    pub fn get(&self, url: &str) -> Option<(String, Arc<Application>)> {
+        self.parsed.lock().unwrap_or_else(PoisonError::into_inner).get(url).cloned()
+    }
+
+    pub fn insert(&self, url: String, etag: String, application: Arc<Application>) {
+        let mut parsed = self.parsed.lock().unwrap_or_else(PoisonError::into_inner);
+        if parsed.len() >= KEPT_DEFINITIONS && !parsed.contains_key(&url) {
+            parsed.clear();
+        }
+        parsed.insert(url, (etag, application));
     }
 }
 
@@ -197,12 +302,34 @@ mod tests {
         assert!(tools.admits(&[]), "no user_roles: everyone");
 
         let policy = DeclarationPolicy::default();
-        let nobody =
-            ConfigApps::load(&BTreeMap::from([("x".into(), json!({"endpoint": "e", "user_roles": []}))]), &policy);
+        let nobody = ConfigApps::load(
+            &BTreeMap::from([("x".into(), json!({"endpoint": "http://e", "user_roles": []}))]),
+            &policy,
+        );
         assert!(!nobody.unwrap().get("x").unwrap().admits(&["user".into()]));
         let error =
             ConfigApps::load(&BTreeMap::from([("bad".into(), json!({"display_name": "no endpoint"}))]), &policy);
         assert!(error.unwrap_err().starts_with("[applications.bad]: "));
+    }
+
+    #[test]
+    fn config_applications_refuse_unknown_keys_and_relative_endpoints() {
+        let policy = DeclarationPolicy::default();
+        let load = |table: Value| ConfigApps::load(&BTreeMap::from([("app".to_string(), table)]), &policy);
+        for (table, named) in [
+            (json!({"endpoint": "http://a/chat", "user_role": ["admin"]}), "user_role"),
+            (json!({"endpoint": "http://a/chat", "resource_dependecies": []}), "resource_dependecies"),
+            (json!({"mcp": {"endpoint": "http://m", "forward_key": false}}), "forward_key"),
+            (json!({"endpoint": "http://a", "interfaces": {"responses": {"endpiont": "http://r"}}}), "endpiont"),
+            (json!({"endpoint": "http://a", "features": {"consentRequired": true}}), "consentRequired"),
+            (json!({"endpoint": "/chat/completions"}), "endpoint must be an absolute http(s) URL"),
+            (json!({"endpoint": "ftp://a/chat"}), "endpoint must be an absolute http(s) URL"),
+            (json!({"mcp": {"endpoint": "localhost:9000/mcp"}}), "mcp.endpoint must be"),
+        ] {
+            let error = load(table.clone()).err().unwrap_or_else(|| panic!("{table} loaded"));
+            assert!(error.starts_with("[applications.app]: ") && error.contains(named), "{table}: {error}");
+        }
+        assert!(load(json!({"endpoint": "https://a.example/chat", "display_name": "A", "description": "d"})).is_ok());
     }
 
     #[test]

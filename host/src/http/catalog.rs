@@ -126,11 +126,20 @@ pub async fn exists(state: &AppState, link: &Link) -> Result<bool, ApiError> {
     }
 }
 
+/// What a copy read and wrote.
+pub struct Copied {
+    /// The etag of the source as it was copied: a move deletes the source
+    /// only if it still has it.
+    pub source_etag: String,
+    /// The etag the target was written with.
+    pub etag: String,
+}
+
 /// Copies the item `source` names to `target` (same group) if `conditions`
 /// hold there (publication: create only): a v2 resource gets a fresh,
 /// re-validated marker with the same aggregate etag; a v1 item is streamed,
-/// never held whole. Returns the etag the target was written with.
-/// `policy`: what the writer of the copy may declare (applications).
+/// never held whole. `policy`: what the writer of the copy may declare
+/// (applications).
 pub async fn copy(
     state: &AppState,
     source: &Link,
@@ -138,12 +147,14 @@ pub async fn copy(
     author: Option<String>,
     policy: &DeclarationPolicy,
     conditions: &Preconditions,
-) -> Result<String, ApiError> {
+) -> Result<Copied, ApiError> {
     match &source.kind {
         Kind::Folder(handler) => {
             let from = Node::new(source.url.clone(), source.location.clone())?;
             let to = Node::new(target.url.clone(), target.location.clone())?;
-            Ok(state.folders().copy_resource(&from, &to, handler, author, conditions).await?.marker.etag)
+            let copied = state.folders().copy_resource(&from, &to, handler, author, conditions).await?;
+            // The aggregate etag is content-derived: the copy's is the source's.
+            Ok(Copied { source_etag: copied.marker.etag.clone(), etag: copied.marker.etag })
         }
         Kind::Blob(group) => {
             let from = BlobTarget::new(source.url.clone(), source.location.clone())?;
@@ -157,7 +168,7 @@ pub async fn copy(
             } else {
                 state.blobs().put_file(&to, body, Some(&meta.content_type), conditions, author).await?
             };
-            Ok(committed.meta.etag)
+            Ok(Copied { source_etag: meta.etag, etag: committed.meta.etag })
         }
     }
 }

@@ -38,14 +38,32 @@ fn subject(uri: &Uri) -> Result<Subject, ApiError> {
     }
 }
 
+/// A per-request key asking about consent: refused (403), and a refused
+/// consent attempt is an audit event. Consent is a human's (or an admin's)
+/// decision; an application acting for its user never makes it for them.
+fn refuse_key(state: &AppState, caller: &Caller, id: &str, event: &'static str) -> Result<(), ApiError> {
+    let Some(key) = &caller.per_request else { return Ok(()) };
+    state.audit().emit(AuditEvent::consent_refused(event, id, &caller.author_name(), &key.app, &key.trace_id));
+    Err(ApiError::new(
+        StatusCode::FORBIDDEN,
+        format!("An application's per-request key cannot consent for its user: {id}"),
+    ))
+}
+
 /// The application whose admin consent `caller` asks about. Admin consent
 /// is for explicit admins only: a caller holding a configured admin role (no
 /// admin role configured: nobody). A per-request key never is.
-async fn admin_app(state: &AppState, caller: &Caller, id: &str) -> Result<Arc<Application>, ApiError> {
-    if !caller.is_admin || caller.per_request.is_some() {
+async fn admin_app(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    event: &'static str,
+) -> Result<Arc<Application>, ApiError> {
+    refuse_key(state, caller, id, event)?;
+    if !caller.is_admin {
         return Err(ApiError::new(StatusCode::FORBIDDEN, "Only admins may decide admin consent"));
     }
-    resolve(state, caller, id, Reader::Admin).await
+    Ok(resolve(state, caller, id, Reader::Admin).await?.application)
 }
 
 /// `GET /v1/consent/{id}`: whether the user accepted; when not, the
@@ -121,7 +139,8 @@ pub async fn delete(
     responses((status = 200, description = "Whether the caller accepted; when not, the consent document to accept",
         body = UserConsent)))]
 pub async fn user_get(state: &AppState, caller: &Caller, id: &str) -> Result<UserConsent, ApiError> {
-    let app = resolve(state, caller, id, Reader::Caller).await?;
+    refuse_key(state, caller, id, "user_consent_read")?;
+    let app = resolve(state, caller, id, Reader::Caller).await?.application;
     // As DIAL: accepted (or not asked for) → no consent body; else the document to accept.
     if app.features.consent_required != Some(true) || state.consent().user_accepted(&caller.user_location(), id).await?
     {
@@ -136,7 +155,7 @@ pub async fn user_get(state: &AppState, caller: &Caller, id: &str) -> Result<Use
     params(("deployment" = String, Path, description = "The application's deployment id")),
     responses((status = 200, description = "The admin consent's state, with the record as approved", body = AdminConsentState)))]
 pub async fn admin_get(state: &AppState, caller: &Caller, id: &str) -> Result<AdminConsentState, ApiError> {
-    let app = admin_app(state, caller, id).await?;
+    let app = admin_app(state, caller, id, "admin_consent_read").await?;
     let Some(record) = state.consent().admin(id).await? else {
         return Ok(AdminConsentState {
             consent: None,
@@ -156,6 +175,7 @@ pub async fn admin_get(state: &AppState, caller: &Caller, id: &str) -> Result<Ad
     request_body(content = Object, description = "`{\"consent\": {…}}`: the document `GET` gave"),
     responses((status = 200, description = "Accepted")))]
 pub async fn user_post(state: &AppState, caller: &Caller, id: &str, bytes: &Bytes) -> Result<StatusCode, ApiError> {
+    refuse_key(state, caller, id, "user_consent_grant")?;
     resolve(state, caller, id, Reader::Caller).await?;
     let body: Value =
         serde_json::from_slice(bytes).map_err(|_| ApiError::bad_request("Invalid request body provided"))?;
@@ -171,7 +191,7 @@ pub async fn user_post(state: &AppState, caller: &Caller, id: &str, bytes: &Byte
     params(("deployment" = String, Path, description = "The application's deployment id")),
     responses((status = 200, description = "Granted: the record as approved", body = AdminConsentState)))]
 pub async fn admin_post(state: &AppState, caller: &Caller, id: &str) -> Result<AdminConsentState, ApiError> {
-    let app = admin_app(state, caller, id).await?;
+    let app = admin_app(state, caller, id, "admin_consent_grant").await?;
     if app.resource_dependencies.is_empty() {
         return Err(ApiError::bad_request(format!("{id} declares no resource dependencies to consent to")));
     }
@@ -191,7 +211,7 @@ pub async fn admin_post(state: &AppState, caller: &Caller, id: &str) -> Result<A
     params(("deployment" = String, Path, description = "The application's deployment id")),
     responses((status = 200, description = "Withdrawn")))]
 pub async fn admin_delete(state: &AppState, caller: &Caller, id: &str) -> Result<StatusCode, ApiError> {
-    let app = admin_app(state, caller, id).await?;
+    let app = admin_app(state, caller, id, "admin_consent_withdraw").await?;
     if !state.consent().withdraw(id).await? {
         return Err(ApiError::not_found(&format!("admin consent of {id}")));
     }

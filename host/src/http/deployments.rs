@@ -7,12 +7,15 @@
 //! - `POST|GET|DELETE /v1/deployments/{id}/mcp` → `mcp.endpoint`
 //!
 //! `{id}` is a configuration name or `applications/{bucket}/{path}`. A call:
-//! resolve the deployment (404 unknown, 403 not callable) → read the body
-//! (bounded) → for the LLM APIs, every attachment must be readable by the
-//! caller (403 before the application is contacted) → mint the key (its
-//! grants: the attachments; it carries the originating user, the trace id
-//! and the execution path, extended when an application calls on) → forward
-//! and relay ([`crate::proxy`]).
+//! resolve the deployment (404 unknown, 403 not callable: `user_roles`, or a
+//! stored definition the caller cannot read) → bound the chain (an
+//! application calling on: at most `per_request_key.max_chain_depth` deep)
+//! → read the body (bounded) → for the LLM APIs, every attachment must be
+//! readable by the caller (403 before the application is contacted; at most
+//! `proxy.max_attachments`) → mint the key (its grants: the attachments; it
+//! carries the originating user, the trace id and the execution path,
+//! extended when an application calls on, and never outlives the key of the
+//! application calling on) → forward and relay ([`crate::proxy`]).
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -29,9 +32,9 @@ use crate::auth::Caller;
 use crate::blobs::BlobTarget;
 use crate::blobs::service::Download;
 use crate::dependencies;
-use crate::etag::Preconditions;
-use crate::keys::{self, KeyData, KeyGrant, KeyLease};
-use crate::proxy::{UpstreamCall, attachments};
+use crate::etag::{EtagMatch, Preconditions};
+use crate::keys::{self, KeyData, KeyGrant, KeyId};
+use crate::proxy::{Origin, UpstreamCall, attachments};
 use crate::resource_url::{Intent, ResourceUrl};
 
 /// `POST /openai/deployments/{id}/chat/completions|responses`
@@ -108,7 +111,21 @@ async fn call(
     body: Body,
 ) -> Result<Response, ApiError> {
     let id = decode_id(raw_id)?;
-    let application = resolve(state, caller, &id, Reader::Caller).await?;
+    let proxy = state.proxy();
+    // The chain so far: an application calling on goes one level deeper.
+    let execution_path = execution_path(caller, &id);
+    let depth = execution_path.len() - 1;
+    if depth > proxy.max_chain_depth() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "The call chain is too deep: {id} would be application {depth} of a chain allowed {} \
+                 (per_request_key.max_chain_depth)",
+                proxy.max_chain_depth()
+            ),
+        ));
+    }
+    let Deployment { application, origin } = resolve(state, caller, &id, Reader::Caller).await?;
     let endpoint = application.endpoint_for(api).ok_or_else(|| {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("Deployment {id} has no {} endpoint", api.name()))
     })?;
@@ -122,7 +139,6 @@ async fn call(
         url.set_query(Some(query));
     }
 
-    let proxy = state.proxy();
     if api != Api::Mcp && !is_json(&headers) {
         return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"));
     }
@@ -175,24 +191,29 @@ async fn call(
     let key = match application.forwards_key(api) {
         false => None,
         true => {
+            // A callee's key never outlives its caller's.
+            let mut expires_at = keys::expiry(proxy.key_ttl());
+            if let Some(calling) = &caller.per_request {
+                expires_at = expires_at.min(calling.expires_at);
+            }
             let data = KeyData {
+                id: KeyId::default(),
                 user: caller.originator(),
                 app: id.clone(),
                 app_id: app_id(&id),
-                execution_path: execution_path(caller, &id),
-                trace_id,
+                execution_path,
+                trace_id: trace_id.clone(),
                 grants,
-                expires_at: keys::expiry(proxy.key_ttl()),
+                expires_at,
             };
-            let key = state.keys().mint(data).await.map_err(key_store_unavailable)?;
-            Some(KeyLease::new(state.keys().clone(), key))
+            Some(state.keys().mint(data).await.map_err(key_store_unavailable)?)
         }
     };
-    let call = UpstreamCall { method, url, headers, body, key, follow_redirects: api == Api::Mcp };
+    let call = UpstreamCall { method, url, headers, body, key, follow_redirects: api == Api::Mcp, origin, trace_id };
     Ok(match proxy.forward(call).await {
         Ok(response) => response,
         Err(error) => {
-            tracing::warn!(deployment = %id, %error, "application call failed");
+            tracing::warn!(deployment = %id, %error, detail = %error.detail(), "application call failed");
             axum::response::IntoResponse::into_response(error)
         }
     })
@@ -216,21 +237,34 @@ pub(super) enum Reader {
     Admin,
 }
 
-/// The application a deployment id names, if the caller may call it:
-/// a configuration application whose `user_roles` admit the caller, or a
-/// stored definition the caller can read.
+/// An application a deployment id names, and who chose its endpoint.
+pub(super) struct Deployment {
+    pub application: Arc<Application>,
+    pub origin: Origin,
+}
+
+/// The application a deployment id names, if the caller may call it: a
+/// configuration application or a stored definition the caller can read,
+/// whose `user_roles` admit the caller. A stored definition is read at most
+/// `resources.max_size` and parsed once per etag.
 pub(super) async fn resolve(
     state: &AppState,
     caller: &Caller,
     id: &str,
     reader: Reader,
-) -> Result<Arc<Application>, ApiError> {
-    if let Some(app) = state.apps().get(id) {
-        if reader == Reader::Caller && !app.admits(&caller.roles) {
-            return Err(ApiError::new(StatusCode::FORBIDDEN, format!("Forbidden deployment: {id}")));
-        }
-        return Ok(app);
+) -> Result<Deployment, ApiError> {
+    let (application, origin) = match state.apps().get(id) {
+        Some(app) => (app, Origin::Configured),
+        None => (stored(state, caller, id, reader).await?, Origin::Stored),
+    };
+    if reader == Reader::Caller && !application.admits(&caller.roles) {
+        return Err(ApiError::new(StatusCode::FORBIDDEN, format!("Forbidden deployment: {id}")));
     }
+    Ok(Deployment { application, origin })
+}
+
+/// A stored definition (`applications/{bucket}/{path}`).
+async fn stored(state: &AppState, caller: &Caller, id: &str, reader: Reader) -> Result<Arc<Application>, ApiError> {
     let unknown = || ApiError::not_found(&format!("Unknown application: {id}"));
     if !id.starts_with("applications/") || id.ends_with('/') {
         return Err(unknown());
@@ -244,33 +278,43 @@ pub(super) async fn resolve(
     if reader == Reader::Caller {
         state.access().check(caller, Resource { url: &url, location: &location }, Permission::Read).await?;
     }
+    let cache_key = url.to_string();
+    let cached = state.definitions().get(&cache_key);
+    let conditions = Preconditions {
+        if_match: None,
+        if_none_match: cached.as_ref().map(|(etag, _)| EtagMatch::Tags(vec![etag.clone()])),
+    };
     let target = BlobTarget::new(url, location).map_err(|_| unknown())?;
-    let content = match state.blobs().download(&target, &Preconditions::default()).await {
-        Ok(Download::Content { body, .. }) => body,
-        Ok(Download::NotModified(_)) => unreachable!("no If-None-Match was sent"),
+    let (etag, content) = match state.blobs().download(&target, &conditions).await {
+        Ok(Download::Content { meta, body }) => (meta.etag, body),
+        Ok(Download::NotModified(_)) => return Ok(cached.expect("If-None-Match is sent only with a cached etag").1),
         Err(crate::blobs::BlobError::NotFound(_)) => return Err(unknown()),
         Err(error) => return Err(error.into()),
     };
-    let bytes = read_stream(content, state.proxy().max_request_bytes()).await?;
+    let bytes = read_stream(content, state.blobs().limits().max_size).await?;
     let app = Application::from_stored(&bytes).map_err(|why| {
         tracing::error!(deployment = id, why, "stored application definition");
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("The definition of {id} cannot be read"))
     })?;
-    Ok(Arc::new(app))
+    let app = Arc::new(app);
+    state.definitions().insert(cache_key, etag, app.clone());
+    Ok(app)
 }
 
 /// READ grants for the request's attachments; one the caller cannot read
-/// fails the whole call before the application is contacted.
+/// fails the whole call before the application is contacted (the first such
+/// stops the check). The body is scanned for links without building a tree
+/// of it, and at most `proxy.max_attachments` are taken (400 beyond).
 async fn attachment_grants(
     state: &AppState,
     caller: &Caller,
     api: Api,
     body: &Bytes,
 ) -> Result<Vec<KeyGrant>, ApiError> {
-    let parsed: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("Invalid JSON body: {e}")))?;
-    let mut grants = Vec::new();
-    for url in attachments::collect(api, &parsed) {
+    let urls = attachments::collect(api, body, state.proxy().max_attachments())
+        .map_err(|error| ApiError::bad_request(error.to_string()))?;
+    let mut grants = Vec::with_capacity(urls.len());
+    for url in urls {
         let denied = || ApiError::new(StatusCode::FORBIDDEN, format!("Access denied to the file {url}"));
         let link = catalog::parse_link(state, &url).map_err(|_| denied())?;
         let link = catalog::canonical(state, link).await?;

@@ -7,8 +7,19 @@
 //! revoked share stops that URL's events at once, and the stream ends when
 //! no URL is left. Events are hints (see [`crate::events`]): a subscriber
 //! that falls behind the bus's buffer skips what it missed.
+//!
+//! A subscription lives no longer than the credential it was made with: one
+//! made with a per-request key ends when the key is revoked (checked every
+//! [`KEY_CHECK`]) or expires, one made with a JWT at the token's `exp`.
+//! Watched URLs are de-duplicated, each event costs one access decision per
+//! subscription (each owner's sharing document read once), and a caller
+//! holds at most `feed.max_subscriptions_per_caller` subscriptions at once
+//! on an instance (429 beyond).
 
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -20,12 +31,66 @@ use tokio::sync::broadcast::error::RecvError;
 use super::AppState;
 use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
-use crate::access::Permission;
+use crate::access::{Permission, Resource, StateRead};
 use crate::auth::Caller;
 use crate::events::{EventAction, ResourceEvent};
+use crate::folders::engine::now_ms;
 
 /// URLs one subscription may watch.
 const MAX_WATCHED: usize = 100;
+/// How often a subscription made with a per-request key asks the key store
+/// whether the key is still alive.
+const KEY_CHECK: Duration = Duration::from_secs(1);
+
+/// Open subscriptions per caller on this instance.
+pub struct Subscriptions {
+    max: usize,
+    open: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// One open subscription, counted until it is dropped (the stream ended or
+/// the client went away).
+struct Slot {
+    open: Arc<Mutex<HashMap<String, usize>>>,
+    caller: String,
+}
+
+impl Subscriptions {
+    pub fn new(max: usize) -> Self {
+        Self { max: max.max(1), open: Arc::default() }
+    }
+
+    /// A slot for `caller`, or 429 when they hold the most allowed.
+    fn take(&self, caller: &Caller) -> Result<Slot, ApiError> {
+        // An application's key is a caller of its own (for the same user).
+        let who = match &caller.per_request {
+            Some(key) => format!("{:?}/{}", caller.identity, key.app),
+            None => format!("{:?}", caller.identity),
+        };
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(who.clone()).or_default();
+        if *count >= self.max {
+            return Err(ApiError::new(
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                format!("At most {} subscriptions may be open at once (feed.max_subscriptions_per_caller)", self.max),
+            ));
+        }
+        *count += 1;
+        Ok(Slot { open: self.open.clone(), caller: who })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.caller) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.caller);
+            }
+        }
+    }
+}
 
 #[derive(Deserialize, utoipa::ToSchema)]
 struct SubscribeRequest {
@@ -71,24 +136,38 @@ pub async fn subscribe(
         return Err(ApiError::bad_request(format!("At most {MAX_WATCHED} resources per subscription")));
     }
     let mut watched = Vec::with_capacity(resources.len());
+    let mut seen = HashSet::new();
     for watch in &resources {
         let link = catalog::canonical(&state, catalog::parse_link(&state, &watch.url)?).await?;
+        if !seen.insert(link.key()) {
+            continue;
+        }
         readable(&state, &caller, &link).await?;
         watched.push(link);
     }
+    let slot = state.feed_subscriptions().take(&caller)?;
+    let ends_at = credential_end(&caller);
     // Subscribed before the answer: every change after the 200 is seen.
     let events = state.events().subscribe();
     let heartbeat = state.feed_heartbeat();
     let stopping = state.stopping();
+    let feed = Feed { state, caller, watched, events, stopping, ends_at, _slot: slot };
     let stream =
-        futures_util::stream::unfold(Feed { state, caller, watched, events, stopping }, |mut feed| async move {
-            feed.next().await.map(|event| (Ok(event), feed))
-        });
+        futures_util::stream::unfold(feed, |mut feed| async move { feed.next().await.map(|event| (Ok(event), feed)) });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat")))
 }
 
 async fn readable(state: &AppState, caller: &Caller, link: &Link) -> Result<(), ApiError> {
     catalog::require(state, caller, link, Permission::Read).await
+}
+
+/// When the credential a subscription was made with stops being valid
+/// (epoch ms): a per-request key's expiry, a JWT's `exp`; none for an API key.
+fn credential_end(caller: &Caller) -> Option<i64> {
+    match &caller.per_request {
+        Some(key) => Some(key.expires_at),
+        None => caller.claims.as_ref()?.get("exp")?.as_f64().map(|exp| (exp * 1000.0) as i64),
+    }
 }
 
 /// One subscription: what it watches and where its events come from.
@@ -99,6 +178,9 @@ struct Feed {
     events: tokio::sync::broadcast::Receiver<ResourceEvent>,
     /// The server is stopping: the stream ends.
     stopping: tokio::sync::watch::Receiver<bool>,
+    /// When the credential ends (epoch ms): the stream ends then.
+    ends_at: Option<i64>,
+    _slot: Slot,
 }
 
 impl Feed {
@@ -109,10 +191,25 @@ impl Feed {
             if self.watched.is_empty() || *self.stopping.borrow() {
                 return None;
             }
+            let until_end = self.ends_at.map(|end| Duration::from_millis(u64::try_from(end - now_ms()).unwrap_or(0)));
+            if until_end == Some(Duration::ZERO) {
+                return None;
+            }
+            let key_check = self.caller.per_request.as_ref().map(|_| KEY_CHECK);
             let received = tokio::select! {
                 received = self.events.recv() => received,
                 _ = self.stopping.changed() => return None,
+                () = sleep_or_never(until_end) => return None,
+                () = sleep_or_never(key_check) => {
+                    if !self.key_alive().await {
+                        return None;
+                    }
+                    continue;
+                }
             };
+            if !self.key_alive().await {
+                return None;
+            }
             let event = match received {
                 Ok(event) => event,
                 Err(RecvError::Lagged(missed)) => {
@@ -129,9 +226,18 @@ impl Feed {
         }
     }
 
+    /// Whether the per-request key the subscription was made with is still
+    /// alive (a key store that cannot answer ends the stream: fail closed).
+    async fn key_alive(&self) -> bool {
+        let Some(key) = &self.caller.per_request else { return true };
+        matches!(self.state.keys().get(&key.id.0).await, Ok(Some(_)))
+    }
+
     /// The URL to show for `event` if a watched URL covers it and the caller
-    /// may still read there; a watched URL the caller lost is dropped.
+    /// may still read there; a watched URL the caller lost is dropped. One
+    /// access decision: the state it reads is read once for every check.
     async fn admit(&mut self, event: &ResourceEvent) -> Option<String> {
+        let mut decision = StateRead::default();
         let mut admitted = None;
         let mut index = 0;
         while index < self.watched.len() {
@@ -140,11 +246,11 @@ impl Feed {
                 index += 1;
                 continue;
             }
-            if readable(&self.state, &self.caller, link).await.is_err() {
+            if !self.reads(link, &mut decision).await {
                 self.watched.remove(index);
                 continue;
             }
-            if admitted.is_none() && self.item_readable(link, &event.url).await {
+            if admitted.is_none() && self.item_readable(link, &event.url, &mut decision).await {
                 admitted = Some(shown_url(link, &event.url));
             }
             index += 1;
@@ -152,16 +258,30 @@ impl Feed {
         admitted
     }
 
+    async fn reads(&self, link: &Link, decision: &mut StateRead) -> bool {
+        let resource = Resource { url: &link.url, location: &link.location };
+        let permissions = self.state.access().permissions_within(&self.caller, resource, decision).await;
+        permissions.is_ok_and(|permissions| permissions.allows(Permission::Read))
+    }
+
     /// Below a watched folder, the item itself must be readable too (public
     /// folder rules can hide part of a folder).
-    async fn item_readable(&self, link: &Link, url: &str) -> bool {
+    async fn item_readable(&self, link: &Link, url: &str, decision: &mut StateRead) -> bool {
         if !link.url.is_folder() {
             return true;
         }
         match catalog::parse_link(&self.state, url) {
-            Ok(item) => readable(&self.state, &self.caller, &item).await.is_ok(),
+            Ok(item) => self.reads(&item, decision).await,
             Err(_) => false,
         }
+    }
+}
+
+/// Sleeps for `duration`, or forever when there is none.
+async fn sleep_or_never(duration: Option<Duration>) {
+    match duration {
+        Some(duration) => tokio::time::sleep(duration).await,
+        None => std::future::pending().await,
     }
 }
 

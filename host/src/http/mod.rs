@@ -5,7 +5,7 @@ mod consent;
 mod deployments;
 pub mod error;
 pub mod extract;
-mod feed;
+pub mod feed;
 mod multipart;
 mod openapi;
 mod publication;
@@ -27,7 +27,7 @@ use tower_http::cors::{Any, CorsLayer};
 use tower_http::trace::TraceLayer;
 
 use crate::access::AccessService;
-use crate::apps::ConfigApps;
+use crate::apps::{ConfigApps, StoredDefinitions};
 use crate::audit::Audit;
 use crate::auth::Authenticator;
 use crate::auth::Caller;
@@ -38,7 +38,7 @@ use crate::dependencies::{DeclarationPolicy, V1_GROUPS};
 use crate::documents::Documents;
 use crate::folders::FolderEngine;
 use crate::handlers::HandlerRegistry;
-use crate::keys::KeyStore;
+use crate::keys::Keys;
 use crate::proxy::Proxy;
 
 /// Shared by every request: cheap to clone.
@@ -51,7 +51,9 @@ pub struct AppState {
 pub struct Services {
     pub auth: Authenticator,
     pub apps: ConfigApps,
-    pub keys: Arc<dyn KeyStore>,
+    /// Stored application definitions parsed once per etag.
+    pub definitions: StoredDefinitions,
+    pub keys: Keys,
     pub proxy: Proxy,
     pub consent: ConsentStore,
     pub audit: Audit,
@@ -69,6 +71,9 @@ pub struct Services {
     /// Committed changes, from every instance: the change feed's source.
     pub events: Arc<dyn crate::events::EventBus>,
     pub feed_heartbeat: std::time::Duration,
+    /// Open change-feed subscriptions per caller, bounded by
+    /// `feed.max_subscriptions_per_caller`.
+    pub feed_subscriptions: feed::Subscriptions,
     /// Set when the server begins to stop: endless responses (the change
     /// feed) end instead of holding the graceful stop for its whole bound.
     pub stopping: tokio::sync::watch::Sender<bool>,
@@ -87,7 +92,11 @@ impl AppState {
         &self.inner.apps
     }
 
-    pub fn keys(&self) -> &Arc<dyn KeyStore> {
+    pub fn definitions(&self) -> &StoredDefinitions {
+        &self.inner.definitions
+    }
+
+    pub fn keys(&self) -> &Keys {
         &self.inner.keys
     }
 
@@ -118,6 +127,10 @@ impl AppState {
 
     pub fn feed_heartbeat(&self) -> std::time::Duration {
         self.inner.feed_heartbeat
+    }
+
+    pub fn feed_subscriptions(&self) -> &feed::Subscriptions {
+        &self.inner.feed_subscriptions
     }
 
     /// Ends every change-feed stream; called when the server begins to stop.

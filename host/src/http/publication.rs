@@ -464,9 +464,9 @@ async fn apply_before_decision(
         let target = catalog::parse_link(state, &resource.target_url)?;
         let review_url = resource.review_url.as_deref().unwrap_or_default();
         let review = catalog::parse_link(state, review_url)?;
-        let etag =
+        let copied =
             catalog::copy(state, &review, &target, author.clone(), policy, &Preconditions::create_only()).await?;
-        applied.copies.push((target, etag));
+        applied.copies.push((target, copied.etag));
     }
     if !publication.rules.is_empty() {
         let folder = publication.target_folder.clone();

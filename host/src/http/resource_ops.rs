@@ -4,7 +4,9 @@
 //! Both are one commit at the destination (a v2 resource gets a fresh,
 //! re-validated version and marker; a v1 item one conditional write); a move
 //! then deletes the source, so a crash in between leaves the source intact
-//! and the destination old or new, never neither.
+//! and the destination old or new, never neither. The delete is conditional
+//! on the etag the copy read: a write acknowledged at the source while the
+//! copy ran is never deleted (409, the source stays as last written).
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -16,7 +18,7 @@ use super::catalog;
 use super::error::ApiError;
 use crate::access::Permission;
 use crate::auth::Caller;
-use crate::etag::Preconditions;
+use crate::etag::{EtagMatch, Preconditions};
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -90,13 +92,29 @@ async fn transfer(state: &AppState, caller: &Caller, bytes: &Bytes, kind: Transf
     // A missing source is the copy's own 404: it reads the source first.
     let conditions = if request.overwrite { Preconditions::default() } else { Preconditions::create_only() };
     let policy = state.declaration_policy(caller);
-    catalog::copy(state, &source, &destination, Some(caller.author_name()), &policy, &conditions).await?;
+    let copied = catalog::copy(state, &source, &destination, Some(caller.author_name()), &policy, &conditions).await?;
     if kind == Transfer::Move {
         if source.location == destination.location {
             state.access().sharing().copy(&source.location, &source.key(), &destination.key()).await?;
         }
+        // Only the version copied: a write that landed meanwhile stays.
         // Ends the source's shares and invitations, as every delete does.
-        catalog::delete(state, &source, &Preconditions::default()).await?;
+        let copied_version =
+            Preconditions { if_match: Some(EtagMatch::Tags(vec![copied.source_etag])), if_none_match: None };
+        match catalog::delete(state, &source, &copied_version).await {
+            Err(error) if error.status == StatusCode::PRECONDITION_FAILED => {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    format!(
+                        "{} changed while it was being moved: it was copied to {} as it was before the change, \
+                         and kept as last written",
+                        source.key(),
+                        destination.key()
+                    ),
+                ));
+            }
+            result => result?,
+        }
     }
     Ok(StatusCode::OK)
 }

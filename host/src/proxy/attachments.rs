@@ -13,84 +13,343 @@
 //!
 //! Absolute (`http…`) and `data:` URLs are the client's business, not links
 //! to resources here, and are skipped.
+//!
+//! The body is read once, as a stream of tokens: only the links are kept
+//! (no tree of the document, which would cost ten times its size), each
+//! once, and reading stops at the first link past `proxy.max_attachments`.
 
-use serde_json::Value;
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use crate::apps::Api;
 
-/// The resource links in a request body, in order, each once.
-pub fn collect(api: Api, body: &Value) -> Vec<String> {
-    let mut found = Vec::new();
-    match api {
-        Api::ChatCompletions | Api::AnthropicMessages => {
-            for message in array(body.get("messages")) {
-                custom_content(message, &mut found);
-                for part in array(message.get("content")) {
-                    content_part(part, &mut found);
-                }
-            }
-        }
-        Api::Responses => {
-            for item in array(body.get("input")) {
-                custom_content(item, &mut found);
-                for part in array(item.get("content")) {
-                    content_part(part, &mut found);
-                }
-            }
-        }
-        Api::Mcp => {}
-    }
-    let mut unique = Vec::new();
-    for url in found {
-        if !unique.contains(&url) {
-            unique.push(url);
-        }
-    }
-    unique
+/// Why a body's links could not be collected.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    #[error("A request may carry at most {0} attachments")]
+    TooMany(usize),
+    #[error("Invalid JSON body: {0}")]
+    Json(serde_json::Error),
 }
 
-fn array(value: Option<&Value>) -> impl Iterator<Item = &Value> {
-    value.and_then(Value::as_array).into_iter().flatten()
+/// The resource links in a request body, in order, each once; at most `max`.
+pub fn collect(api: Api, body: &[u8], max: usize) -> Result<Vec<String>, CollectError> {
+    let mut links = Links { found: Vec::new(), seen: HashSet::new(), max, too_many: false };
+    if api == Api::Mcp {
+        return Ok(Vec::new());
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let outcome =
+        Seed(Root { api, links: &mut links }).deserialize(&mut deserializer).and_then(|()| deserializer.end());
+    match outcome {
+        Ok(()) => Ok(links.found),
+        Err(_) if links.too_many => Err(CollectError::TooMany(max)),
+        Err(error) => Err(CollectError::Json(error)),
+    }
+}
+
+/// The links found so far.
+struct Links {
+    found: Vec<String>,
+    seen: HashSet<String>,
+    max: usize,
+    /// Set when reading stopped because `max` was passed.
+    too_many: bool,
+}
+
+impl Links {
+    fn push<E: de::Error>(&mut self, url: &str) -> Result<(), E> {
+        let absolute = url.contains("://") || url.starts_with("data:");
+        if absolute || url.is_empty() || self.seen.contains(url) {
+            return Ok(());
+        }
+        if self.found.len() == self.max {
+            self.too_many = true;
+            return Err(E::custom("too many attachments"));
+        }
+        self.seen.insert(url.to_string());
+        self.found.push(url.to_string());
+        Ok(())
+    }
+}
+
+/// What a value is read as: a shape reads the maps, arrays or strings it
+/// cares about; every other value is skipped without being kept.
+trait Shape: Sized {
+    fn map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
+    fn seq<'de, A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
+    fn string<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// Reads one value as the shape `S`.
+struct Seed<S>(S);
+
+impl<'de, S: Shape> DeserializeSeed<'de> for Seed<S> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de, S: Shape> Visitor<'de> for Seed<S> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        self.0.map(map)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        self.0.seq(seq)
+    }
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<(), E> {
+        self.0.string(value)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// An array whose elements are each read by a fresh `Element` shape.
+macro_rules! array_of {
+    ($name:ident, $element:ident) => {
+        struct $name<'l> {
+            links: &'l mut Links,
+        }
+        impl Shape for $name<'_> {
+            fn seq<'de, A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+                while seq.next_element_seed(Seed($element { links: &mut *self.links }))?.is_some() {}
+                Ok(())
+            }
+        }
+    };
+}
+
+/// The request object: `messages` (chat completions, Anthropic) or `input`
+/// (responses); anything else, or a body that is not an object, has no links.
+struct Root<'l> {
+    api: Api,
+    links: &'l mut Links,
+}
+
+impl Shape for Root<'_> {
+    fn map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let list = if self.api == Api::Responses { "input" } else { "messages" };
+        while let Some(key) = map.next_key::<String>()? {
+            if key == list {
+                map.next_value_seed(Seed(Messages { links: &mut *self.links }))?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+array_of!(Messages, Message);
+
+/// A message (or a Responses input item): its `custom_content` and its
+/// `content` parts.
+struct Message<'l> {
+    links: &'l mut Links,
+}
+
+impl Shape for Message<'_> {
+    fn map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "custom_content" => map.next_value_seed(Seed(CustomContent { links: &mut *self.links }))?,
+                "content" => map.next_value_seed(Seed(Parts { links: &mut *self.links }))?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            };
+        }
+        Ok(())
+    }
 }
 
 /// DIAL's `custom_content`: attachments, and those of each stage.
-fn custom_content(holder: &Value, found: &mut Vec<String>) {
-    let Some(custom) = holder.get("custom_content") else { return };
-    let stages = array(custom.get("stages")).map(|stage| stage.get("attachments"));
-    for attachments in std::iter::once(custom.get("attachments")).chain(stages) {
-        for attachment in array(attachments) {
-            push(attachment.get("url"), found);
+struct CustomContent<'l> {
+    links: &'l mut Links,
+}
+
+impl Shape for CustomContent<'_> {
+    fn map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "attachments" => map.next_value_seed(Seed(Attachments { links: &mut *self.links }))?,
+                "stages" => map.next_value_seed(Seed(Stages { links: &mut *self.links }))?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            };
+        }
+        Ok(())
+    }
+}
+
+array_of!(Stages, Stage);
+
+struct Stage<'l> {
+    links: &'l mut Links,
+}
+
+impl Shape for Stage<'_> {
+    fn map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "attachments" => map.next_value_seed(Seed(Attachments { links: &mut *self.links }))?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            };
+        }
+        Ok(())
+    }
+}
+
+array_of!(Attachments, Attachment);
+
+/// `{"url": …}`.
+struct Attachment<'l> {
+    links: &'l mut Links,
+}
+
+impl Shape for Attachment<'_> {
+    fn map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut url = None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "url" => map.next_value_seed(Seed(Captured { slot: &mut url }))?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            };
+        }
+        match url {
+            Some(url) => self.links.push(&url),
+            None => Ok(()),
         }
     }
 }
 
-/// A content part of any of the three APIs that points at a URL.
-fn content_part(part: &Value, found: &mut Vec<String>) {
-    match part.get("type").and_then(Value::as_str) {
-        // Chat completions: {"type": "image_url", "image_url": {"url": …}} (or the url itself).
-        Some("image_url") => match part.get("image_url") {
-            Some(Value::Object(image)) => push(image.get("url"), found),
-            other => push(other, found),
-        },
-        // Responses: {"type": "input_image", "image_url": …} / {"type": "input_file", "file_url": …}.
-        Some("input_image") => push(part.get("image_url"), found),
-        Some("input_file") => push(part.get("file_url"), found),
-        // Anthropic: {"type": "image"|"document", "source": {"type": "url", "url": …}}.
-        Some("image" | "document") => {
-            let source = part.get("source");
-            if source.and_then(|s| s.get("type")).and_then(Value::as_str) == Some("url") {
-                push(source.and_then(|s| s.get("url")), found);
-            }
+array_of!(Parts, Part);
+
+/// A content part of any of the three APIs that points at a URL:
+/// chat completions `{"type": "image_url", "image_url": {"url": …}}` (or the
+/// url itself); Responses `{"type": "input_image", "image_url": …}` and
+/// `{"type": "input_file", "file_url": …}`; Anthropic `{"type":
+/// "image"|"document", "source": {"type": "url", "url": …}}`. The `type`
+/// may come after the URL, so candidates are kept until the part ends.
+struct Part<'l> {
+    links: &'l mut Links,
+}
+
+impl Shape for Part<'_> {
+    fn map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let (mut kind, mut image_url, mut file_url) = (None, None, None);
+        let mut source = Source::default();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "type" => map.next_value_seed(Seed(Captured { slot: &mut kind }))?,
+                "image_url" => map.next_value_seed(Seed(UrlOrObject { slot: &mut image_url }))?,
+                "file_url" => map.next_value_seed(Seed(Captured { slot: &mut file_url }))?,
+                "source" => map.next_value_seed(Seed(&mut source))?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            };
         }
-        _ => {}
+        let url = match kind.as_deref() {
+            Some("image_url" | "input_image") => image_url,
+            Some("input_file") => file_url,
+            Some("image" | "document") if source.kind.as_deref() == Some("url") => source.url,
+            _ => None,
+        };
+        match url {
+            Some(url) => self.links.push(&url),
+            None => Ok(()),
+        }
     }
 }
 
-fn push(url: Option<&Value>, found: &mut Vec<String>) {
-    let Some(url) = url.and_then(Value::as_str) else { return };
-    let absolute = url.contains("://") || url.starts_with("data:");
-    if !absolute && !url.is_empty() {
-        found.push(url.to_string());
+/// A string value, kept.
+struct Captured<'s> {
+    slot: &'s mut Option<String>,
+}
+
+impl Shape for Captured<'_> {
+    fn string<E: de::Error>(self, value: &str) -> Result<(), E> {
+        *self.slot = Some(value.to_string());
+        Ok(())
+    }
+}
+
+/// A URL given as a string or as `{"url": …}`.
+struct UrlOrObject<'s> {
+    slot: &'s mut Option<String>,
+}
+
+impl Shape for UrlOrObject<'_> {
+    fn string<E: de::Error>(self, value: &str) -> Result<(), E> {
+        *self.slot = Some(value.to_string());
+        Ok(())
+    }
+    fn map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "url" => map.next_value_seed(Seed(Captured { slot: &mut *self.slot }))?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            };
+        }
+        Ok(())
+    }
+}
+
+/// Anthropic's `source`: `{"type", "url", …}`.
+#[derive(Default)]
+struct Source {
+    kind: Option<String>,
+    url: Option<String>,
+}
+
+impl Shape for &mut Source {
+    fn map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "type" => map.next_value_seed(Seed(Captured { slot: &mut self.kind }))?,
+                "url" => map.next_value_seed(Seed(Captured { slot: &mut self.url }))?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            };
+        }
+        Ok(())
     }
 }
 
@@ -111,7 +370,7 @@ mod tests {
                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
             {"role": "user", "content": "again", "custom_content": {"attachments": [{"url": "files/B/a.txt"}]}}
         ]});
-        assert_eq!(collect(Api::ChatCompletions, &body), ["files/B/a.txt", "files/B/stage/", "files/B/pic.png"]);
+        assert_eq!(links(Api::ChatCompletions, &body), ["files/B/a.txt", "files/B/stage/", "files/B/pic.png"]);
     }
 
     #[test]
@@ -120,13 +379,42 @@ mod tests {
             {"type": "input_text", "text": "x"},
             {"type": "input_image", "image_url": "files/B/i.png"},
             {"type": "input_file", "file_url": "files/B/doc.pdf"}]}]});
-        assert_eq!(collect(Api::Responses, &responses), ["files/B/i.png", "files/B/doc.pdf"]);
-        assert!(collect(Api::Responses, &json!({"input": "just text"})).is_empty());
+        assert_eq!(links(Api::Responses, &responses), ["files/B/i.png", "files/B/doc.pdf"]);
+        assert!(links(Api::Responses, &json!({"input": "just text"})).is_empty());
 
         let anthropic = json!({"messages": [{"role": "user", "content": [
             {"type": "image", "source": {"type": "url", "url": "files/B/i.png"}},
             {"type": "image", "source": {"type": "base64", "data": "AAAA"}},
             {"type": "document", "source": {"type": "url", "url": "files/B/d.pdf"}}]}]});
-        assert_eq!(collect(Api::AnthropicMessages, &anthropic), ["files/B/i.png", "files/B/d.pdf"]);
+        assert_eq!(links(Api::AnthropicMessages, &anthropic), ["files/B/i.png", "files/B/d.pdf"]);
+    }
+
+    fn links(api: Api, body: &serde_json::Value) -> Vec<String> {
+        collect(api, body.to_string().as_bytes(), 1000).unwrap()
+    }
+
+    #[test]
+    fn the_type_may_follow_the_url_and_odd_shapes_are_skipped() {
+        let body = json!({"model": "m", "messages": [
+            {"content": [{"image_url": {"detail": "low", "url": "files/B/late.png"}, "type": "image_url"}]},
+            {"content": [{"source": {"url": "files/B/s.pdf", "type": "url"}, "type": "document"}]},
+            {"content": [{"type": "text", "image_url": "files/B/not-an-image-part"}]},
+            {"custom_content": null, "content": null},
+            {"custom_content": {"attachments": "x", "stages": [1, "two", {"attachments": [{"url": 3}]}]}},
+            "a string message", 7, null
+        ]});
+        assert_eq!(links(Api::ChatCompletions, &body), ["files/B/late.png", "files/B/s.pdf"]);
+        assert!(links(Api::ChatCompletions, &json!([1, 2])).is_empty(), "not an object: no links");
+        assert!(matches!(collect(Api::ChatCompletions, b"{\"messages\": [", 10), Err(CollectError::Json(_))));
+        assert!(matches!(collect(Api::ChatCompletions, b"{} trailing", 10), Err(CollectError::Json(_))));
+    }
+
+    #[test]
+    fn links_are_counted_once_and_bounded() {
+        let attachment = |i: usize| json!({"url": format!("files/B/{i}.txt")});
+        let many: Vec<_> = (0..5).map(attachment).chain((0..5).map(attachment)).collect();
+        let body = json!({"messages": [{"custom_content": {"attachments": many}}]}).to_string();
+        assert_eq!(collect(Api::ChatCompletions, body.as_bytes(), 5).unwrap().len(), 5, "repeats count once");
+        assert!(matches!(collect(Api::ChatCompletions, body.as_bytes(), 4), Err(CollectError::TooMany(4))));
     }
 }

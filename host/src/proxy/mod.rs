@@ -2,24 +2,36 @@
 //! may cross, the per-request key on the way out, and the answer relayed as
 //! it arrives.
 //!
-//! - Request headers: every client header passes except hop-by-hop ones,
-//!   `Host`, `Content-Length` (recomputed) and credentials — `Api-Key`,
+//! - Request headers: every client header passes except hop-by-hop ones
+//!   (those listed and those the client's `Connection` header names),
+//!   `Host`, `Content-Length` (recomputed), credentials — `Api-Key`,
 //!   `Authorization`, `Proxy-Authorization`, `Cookie`, and Anthropic's
-//!   `X-Api-Key` — so the application sees the caller's request but never
-//!   the caller's secrets; it gets its own key as `Api-Key`.
-//! - Responses, of any status, are relayed with their headers (hop-by-hop
-//!   ones dropped) and their body streamed chunk by chunk: an SSE event
+//!   `X-Api-Key` — and the headers the host asserts to an application
+//!   (`X-DIAL-*`, `X-UPSTREAM-*`, `traceparent`, `tracestate`): the
+//!   application sees the caller's request but never the caller's secrets,
+//!   and nothing a client could use to speak for the host. It gets its own
+//!   key as `Api-Key` and the call's trace as `traceparent`.
+//! - Responses, of any status, are relayed with their headers — minus
+//!   hop-by-hop ones and those an application must not set on the host's
+//!   origin (`Set-Cookie`, `Strict-Transport-Security`, `Access-Control-*`,
+//!   `Alt-Svc`) — and their body streamed chunk by chunk: an SSE event
 //!   reaches the client when the application sends it. The key's
 //!   [`KeyLease`] rides with the body, so the key is revoked once the body
 //!   has been relayed or the client went away.
 //! - A connection failure is 502, an application silent for longer than
-//!   `proxy.read_timeout_ms` is 504, each with a JSON `{"error": {"message"}}`.
+//!   `proxy.read_timeout_ms` is 504, each with a JSON `{"error": {"message"}}`
+//!   that names no socket or resolver detail (those go to the log).
+//! - Stored applications are called through a client that refuses internal
+//!   destinations ([`destinations`]); configuration applications through
+//!   one that does not.
 //! - MCP: a 307/308 redirect to the same origin is followed with the same
 //!   key, method and body; a redirect elsewhere is relayed to the client as
 //!   it is, so the key never crosses origins.
 
 pub mod attachments;
+pub mod destinations;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -30,6 +42,7 @@ use futures_util::StreamExt;
 
 use crate::config::{PerRequestKeyConfig, ProxyConfig};
 use crate::keys::KeyLease;
+use destinations::{DestinationRefused, Destinations, GuardedResolver};
 
 /// Same-origin redirects an MCP call follows before relaying the next one.
 const MAX_REDIRECTS: usize = 5;
@@ -52,19 +65,64 @@ const NOT_FORWARDED: &[&str] = &[
     "authorization",
     "cookie",
     "x-api-key",
+    "traceparent",
+    "tracestate",
 ];
 
-/// Response headers that are about the application's connection, not the
-/// answer.
-const NOT_RELAYED: &[&str] =
-    &["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"];
+/// Prefixes of request headers only the host may assert to an application
+/// (DIAL Core strips or overwrites them too).
+const HOST_ASSERTED_PREFIXES: &[&str] = &["x-dial-", "x-upstream-"];
 
-/// The client the host calls applications with, shared by every call.
+/// Response headers that are about the application's connection, not the
+/// answer, or that would let an application set state on the host's origin.
+const NOT_RELAYED: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "set-cookie",
+    "strict-transport-security",
+    "alt-svc",
+];
+
+/// Prefixes of response headers that are never relayed (CORS is the host's).
+const NOT_RELAYED_PREFIXES: &[&str] = &["access-control-"];
+
+/// Whether `name` is listed in `headers`' `Connection` header (hop-by-hop
+/// by declaration).
+fn named_in_connection(headers: &HeaderMap, name: &str) -> bool {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|listed| listed.trim().eq_ignore_ascii_case(name))
+}
+
+/// The clients the host calls applications with, shared by every call.
 pub struct Proxy {
+    /// For configuration applications: any destination.
     client: reqwest::Client,
+    /// For stored applications: internal destinations refused.
+    guarded: reqwest::Client,
+    destinations: Arc<Destinations>,
     max_request_bytes: u64,
+    max_attachments: usize,
     read_timeout_ms: u64,
     key_ttl: Duration,
+    max_chain_depth: usize,
+}
+
+/// Who chose an application's endpoint, and so which destinations it may reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The operator (`[applications.<name>]`): any http(s) URL.
+    Configured,
+    /// A user (`applications/{bucket}/…`): no internal addresses.
+    Stored,
 }
 
 /// One call to an application.
@@ -78,21 +136,39 @@ pub struct UpstreamCall {
     pub key: Option<KeyLease>,
     /// Follow same-origin 307/308 redirects (MCP).
     pub follow_redirects: bool,
+    pub origin: Origin,
+    /// The call's trace id (32 hex digits), sent as the host's `traceparent`.
+    pub trace_id: String,
 }
 
 /// Why an application could not be reached: rendered as DIAL's JSON error.
+/// The message never carries socket or resolver details, which map the
+/// host's network for whoever wrote the endpoint: [`ProxyError::detail`]
+/// is for the log.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
-    #[error("The application could not be reached: {0}")]
+    #[error("The application could not be reached")]
     Connect(String),
+    #[error("The application's endpoint is not allowed")]
+    Refused(String),
     #[error("The application did not answer within {0} ms")]
     Timeout(u64),
+}
+
+impl ProxyError {
+    /// What failed, for the log.
+    pub fn detail(&self) -> String {
+        match self {
+            Self::Connect(detail) | Self::Refused(detail) => detail.clone(),
+            Self::Timeout(ms) => format!("silent for {ms} ms"),
+        }
+    }
 }
 
 impl IntoResponse for ProxyError {
     fn into_response(self) -> Response {
         let status = match self {
-            Self::Connect(_) => StatusCode::BAD_GATEWAY,
+            Self::Connect(_) | Self::Refused(_) => StatusCode::BAD_GATEWAY,
             Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
         };
         let body = serde_json::json!({"error": {"message": self.to_string()}});
@@ -101,20 +177,33 @@ impl IntoResponse for ProxyError {
 }
 
 impl Proxy {
-    pub fn new(config: &ProxyConfig, keys: &PerRequestKeyConfig) -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-            .read_timeout(Duration::from_millis(config.read_timeout_ms))
-            .pool_max_idle_per_host(config.pool_max_idle_per_host)
-            .tcp_nodelay(true)
-            // Redirects are the proxy's decision (same origin only, MCP only).
-            .redirect(reqwest::redirect::Policy::none())
+    pub fn new(config: &ProxyConfig, keys: &PerRequestKeyConfig) -> Result<Self, anyhow::Error> {
+        let destinations = Arc::new(Destinations::parse(&config.allowed_destinations).map_err(anyhow::Error::msg)?);
+        let builder = || {
+            reqwest::Client::builder()
+                .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+                .read_timeout(Duration::from_millis(config.read_timeout_ms))
+                .pool_max_idle_per_host(config.pool_max_idle_per_host)
+                .tcp_nodelay(true)
+                // Redirects are the proxy's decision (same origin only, MCP only).
+                .redirect(reqwest::redirect::Policy::none())
+        };
+        let client = builder().build()?;
+        // No HTTP proxy for stored applications: the connection must go to
+        // the address the guard checked.
+        let guarded = builder()
+            .no_proxy()
+            .dns_resolver(Arc::new(GuardedResolver { destinations: destinations.clone() }))
             .build()?;
         Ok(Self {
             client,
+            guarded,
+            destinations,
             max_request_bytes: config.max_request_bytes,
+            max_attachments: config.max_attachments,
             read_timeout_ms: config.read_timeout_ms,
             key_ttl: Duration::from_secs(keys.ttl_seconds),
+            max_chain_depth: keys.max_chain_depth,
         })
     }
 
@@ -122,25 +211,57 @@ impl Proxy {
         self.max_request_bytes
     }
 
+    pub fn max_attachments(&self) -> usize {
+        self.max_attachments
+    }
+
     pub fn key_ttl(&self) -> Duration {
         self.key_ttl
     }
 
-    /// Sends the call and relays the answer as it arrives.
-    pub async fn forward(&self, call: UpstreamCall) -> Result<Response, ProxyError> {
-        let UpstreamCall { method, mut url, headers, body, key, follow_redirects } = call;
+    pub fn max_chain_depth(&self) -> usize {
+        self.max_chain_depth
+    }
+
+    /// The headers the application gets: the client's, filtered (see the
+    /// module docs), then the host's own.
+    fn outgoing_headers(headers: &HeaderMap, key: Option<&KeyLease>, trace_id: &str) -> HeaderMap {
         let mut outgoing = HeaderMap::new();
-        for (name, value) in &headers {
-            if !NOT_FORWARDED.contains(&name.as_str()) {
+        for (name, value) in headers {
+            let name_text = name.as_str();
+            let withheld = NOT_FORWARDED.contains(&name_text)
+                || HOST_ASSERTED_PREFIXES.iter().any(|prefix| name_text.starts_with(prefix))
+                || named_in_connection(headers, name_text);
+            if !withheld {
                 outgoing.append(name.clone(), value.clone());
             }
         }
-        if let Some(value) = key.as_ref().and_then(|lease| HeaderValue::from_str(lease.key()).ok()) {
+        if let Some(value) = key.and_then(|lease| HeaderValue::from_str(lease.key()).ok()) {
             outgoing.insert(HeaderName::from_static("api-key"), value);
         }
+        let mut span = [0u8; 8];
+        rand::fill(&mut span);
+        let span: String = span.iter().map(|b| format!("{b:02x}")).collect();
+        if let Ok(value) = HeaderValue::from_str(&format!("00-{trace_id}-{span}-01")) {
+            outgoing.insert(HeaderName::from_static("traceparent"), value);
+        }
+        outgoing
+    }
+
+    /// Sends the call and relays the answer as it arrives.
+    pub async fn forward(&self, call: UpstreamCall) -> Result<Response, ProxyError> {
+        let UpstreamCall { method, mut url, headers, body, key, follow_redirects, origin, trace_id } = call;
+        let outgoing = Self::outgoing_headers(&headers, key.as_ref(), &trace_id);
+        let client = match origin {
+            Origin::Configured => &self.client,
+            Origin::Stored => &self.guarded,
+        };
         let mut redirects = 0;
         let response = loop {
-            let request = self.client.request(method.clone(), url.clone()).headers(outgoing.clone()).body(body.clone());
+            if origin == Origin::Stored {
+                self.destinations.check_url(&url).map_err(|refused| ProxyError::Refused(refused.to_string()))?;
+            }
+            let request = client.request(method.clone(), url.clone()).headers(outgoing.clone()).body(body.clone());
             let response = request.send().await.map_err(|error| self.error(&error))?;
             let status = response.status();
             let redirect = follow_redirects && matches!(status.as_u16(), 307 | 308) && redirects < MAX_REDIRECTS;
@@ -160,17 +281,23 @@ impl Proxy {
     }
 
     /// Connecting failed (refused, unresolved, too slow to connect): 502;
-    /// connected but silent for too long: 504.
+    /// the guard refused every address: 502 saying so; connected but silent
+    /// for too long: 504.
     fn error(&self, error: &reqwest::Error) -> ProxyError {
         if error.is_timeout() && !error.is_connect() {
             return ProxyError::Timeout(self.read_timeout_ms);
         }
         // The innermost cause names what failed.
         let mut cause: &dyn std::error::Error = error;
-        while let Some(source) = cause.source() {
-            cause = source;
+        loop {
+            if let Some(refused) = cause.downcast_ref::<DestinationRefused>() {
+                return ProxyError::Refused(refused.to_string());
+            }
+            match cause.source() {
+                Some(source) => cause = source,
+                None => return ProxyError::Connect(cause.to_string()),
+            }
         }
-        ProxyError::Connect(cause.to_string())
     }
 }
 
@@ -179,7 +306,11 @@ fn relay(response: reqwest::Response, key: Option<KeyLease>) -> Response {
     let status = response.status();
     let mut headers = HeaderMap::new();
     for (name, value) in response.headers() {
-        if !NOT_RELAYED.contains(&name.as_str()) {
+        let text = name.as_str();
+        let withheld = NOT_RELAYED.contains(&text)
+            || NOT_RELAYED_PREFIXES.iter().any(|prefix| text.starts_with(prefix))
+            || named_in_connection(response.headers(), text);
+        if !withheld {
             headers.append(name.clone(), value.clone());
         }
     }
