@@ -57,6 +57,8 @@ impl Fixture {
 secret = "s"
 [identity]
 hs256_secret = "{HS_SECRET}"
+[proxy]
+allowed_destinations = ["127.0.0.1"]
 [audit]
 file = "{audit}"
 [applications.writer]
