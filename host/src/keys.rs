@@ -118,7 +118,8 @@ pub trait KeyStore: Send + Sync {
     /// Stores `data` under a fresh key, held for `hold` (at most until
     /// `data.expires_at`), and returns the key.
     fn mint(&self, data: KeyData, hold: Duration) -> KeyFuture<'_, String>;
-    /// Holds a live key `hold` longer from now; false when it is gone.
+    /// Holds a live key `hold` longer from now (the caller keeps it within
+    /// the key's expiry); false when it is gone.
     fn renew<'a>(&'a self, key: &'a str, hold: Duration) -> KeyFuture<'a, bool>;
     /// Whether keys lapse unless renewed (they outlive this process).
     fn held_for_a_lease(&self) -> bool {
@@ -267,18 +268,10 @@ impl KeyStore for RedisKeys {
     fn renew<'a>(&'a self, key: &'a str, hold: Duration) -> KeyFuture<'a, bool> {
         Box::pin(async move {
             let mut connection = self.connection.clone();
-            let json: Option<String> = redis::cmd("GET")
-                .arg(format!("{}{key}", self.prefix))
-                .query_async(&mut connection)
-                .await
-                .map_err(Self::unavailable)?;
-            let Some(data) = json.and_then(|json| serde_json::from_str::<KeyData>(&json).ok()) else {
-                return Ok(false);
-            };
-            // PEXPIRE … XX: only a key that still exists (a revoke wins).
+            // XX: only a key that still exists (a revoke wins).
             let set: i64 = redis::cmd("PEXPIRE")
                 .arg(format!("{}{key}", self.prefix))
-                .arg(hold_ms(data.expires_at, hold))
+                .arg(u64::try_from(hold.as_millis()).unwrap_or(u64::MAX).max(1))
                 .arg("XX")
                 .query_async(&mut connection)
                 .await
@@ -394,10 +387,11 @@ impl Keys {
 async fn renew_while_held(store: Arc<dyn KeyStore>, key: String, expires_at: i64, lease: Duration) {
     loop {
         tokio::time::sleep(lease / 3).await;
-        if now_ms() >= expires_at {
+        let left = u64::try_from(expires_at - now_ms()).unwrap_or(0);
+        if left == 0 {
             return;
         }
-        match store.renew(&key, lease).await {
+        match store.renew(&key, lease.min(Duration::from_millis(left))).await {
             Ok(true) => {}
             Ok(false) => return,
             // Redis away: the next renewal tries again; the key lapses if it never returns.

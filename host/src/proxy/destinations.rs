@@ -64,7 +64,7 @@ impl Destinations {
     /// Whether `host` (a name from a URL) is listed by name.
     pub fn names(&self, host: &str) -> bool {
         let host = host.trim_end_matches('.').to_ascii_lowercase();
-        self.hosts.iter().any(|allowed| *allowed == host)
+        self.hosts.contains(&host)
     }
 
     /// Whether a stored application may connect to `address`.
