@@ -34,7 +34,7 @@ use crate::blobs::service::Download;
 use crate::dependencies;
 use crate::etag::{EtagMatch, Preconditions};
 use crate::keys::{self, KeyData, KeyGrant, KeyId};
-use crate::proxy::{Origin, UpstreamCall, attachments};
+use crate::proxy::{Origin, UpstreamCall};
 use crate::resource_url::{Intent, ResourceUrl};
 
 /// `POST /openai/deployments/{id}/chat/completions|responses`
@@ -311,8 +311,8 @@ async fn attachment_grants(
     api: Api,
     body: &Bytes,
 ) -> Result<Vec<KeyGrant>, ApiError> {
-    let urls = attachments::collect(api, body, state.proxy().max_attachments())
-        .map_err(|error| ApiError::bad_request(error.to_string()))?;
+    let urls =
+        state.proxy().attachments(api, body.clone()).await.map_err(|error| ApiError::bad_request(error.to_string()))?;
     let mut grants = Vec::with_capacity(urls.len());
     for url in urls {
         let denied = || ApiError::new(StatusCode::FORBIDDEN, format!("Access denied to the file {url}"));

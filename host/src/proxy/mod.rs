@@ -40,6 +40,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::StreamExt;
 
+use crate::apps::Api;
 use crate::config::{PerRequestKeyConfig, ProxyConfig};
 use crate::keys::KeyLease;
 use destinations::{DestinationRefused, Destinations, GuardedResolver};
@@ -114,7 +115,13 @@ pub struct Proxy {
     read_timeout_ms: u64,
     key_ttl: Duration,
     max_chain_depth: usize,
+    /// Large bodies are scanned for attachments on the blocking pool, one
+    /// per CPU at a time.
+    large_scans: Arc<tokio::sync::Semaphore>,
 }
+
+/// Bodies at least this large are scanned on the blocking pool.
+const LARGE_BODY_BYTES: usize = 1 << 20;
 
 /// Who chose an application's endpoint, and so which destinations it may reach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,15 +211,32 @@ impl Proxy {
             read_timeout_ms: config.read_timeout_ms,
             key_ttl: Duration::from_secs(keys.ttl_seconds),
             max_chain_depth: keys.max_chain_depth,
+            large_scans: Arc::new(tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+            )),
         })
+    }
+
+    /// The resource links of a request body ([`attachments::collect`]): a
+    /// large body is scanned on the blocking pool, after a permit, so a
+    /// burst of large calls neither stalls the runtime's workers nor runs
+    /// more scans than there are CPUs.
+    pub async fn attachments(&self, api: Api, body: Bytes) -> Result<Vec<String>, attachments::CollectError> {
+        let max = self.max_attachments;
+        if body.len() < LARGE_BODY_BYTES {
+            return attachments::collect(api, &body, max);
+        }
+        let permit = self.large_scans.clone().acquire_owned().await.expect("the semaphore is never closed");
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            attachments::collect(api, &body, max)
+        })
+        .await
+        .expect("scanning a body for attachments panicked")
     }
 
     pub fn max_request_bytes(&self) -> u64 {
         self.max_request_bytes
-    }
-
-    pub fn max_attachments(&self) -> usize {
-        self.max_attachments
     }
 
     pub fn key_ttl(&self) -> Duration {
