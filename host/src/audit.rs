@@ -30,6 +30,8 @@ pub struct AuditEvent {
     pub outcome: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// When it was emitted, in epoch milliseconds (stamped by [`Audit::emit`]).
+    pub timestamp: i64,
 }
 
 impl AuditEvent {
@@ -43,6 +45,7 @@ impl AuditEvent {
             source_deployment: Some(call.source_deployment.to_string()),
             outcome,
             reason,
+            timestamp: 0,
         }
     }
 
@@ -75,6 +78,7 @@ impl AuditEvent {
             source_deployment: None,
             outcome: if granted { "granted" } else { "withdrawn" }.into(),
             reason: None,
+            timestamp: 0,
         }
     }
 }
@@ -92,6 +96,7 @@ impl AuditEvent {
             source_deployment: Some(source.to_string()),
             outcome: "denied".into(),
             reason: Some("a per-request key cannot consent for its user".into()),
+            timestamp: 0,
         }
     }
 }
@@ -117,10 +122,26 @@ impl Audit {
         Ok(Self { file })
     }
 
-    pub fn emit(&self, event: AuditEvent) {
-        let line = serde_json::to_string(&event).expect("audit events serialize");
-        tracing::info!(target: TARGET, "{line}");
+    /// Stamps `event` and records it: as structured fields on the tracing
+    /// target (a log shipper indexes `event`, `app`, `trace_id` …), and as
+    /// one JSON line in `audit.file`.
+    pub fn emit(&self, mut event: AuditEvent) {
+        event.timestamp = crate::folders::engine::now_ms();
+        tracing::info!(
+            target: TARGET,
+            event = event.event,
+            app = event.app.as_str(),
+            targets = event.targets.join(" ").as_str(),
+            user = event.user.as_str(),
+            trace_id = event.trace_id.as_deref(),
+            source_deployment = event.source_deployment.as_deref(),
+            outcome = event.outcome.as_str(),
+            reason = event.reason.as_deref(),
+            timestamp = event.timestamp,
+            "resource dependency audit"
+        );
         if let Some(file) = &self.file {
+            let line = serde_json::to_string(&event).expect("audit events serialize");
             let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
             if let Err(error) = writeln!(file, "{line}") {
                 tracing::error!(%error, "could not append to the audit file");

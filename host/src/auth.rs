@@ -180,28 +180,16 @@ impl Authenticator {
         self.project_keys.contains_key(key)
     }
 
-    /// Authenticates one request from its `Api-Key` and `Authorization`
-    /// header values.
-    pub fn authenticate(&self, api_key: Option<&str>, authorization: Option<&str>) -> Result<Caller, AuthError> {
-        let api_key = api_key.map(str::trim).filter(|k| !k.is_empty());
-        // `Authorization: Bearer` with no token counts as absent.
-        let bearer = authorization
-            .map(|value| {
-                value
-                    .trim()
-                    .strip_prefix("Bearer ")
-                    .or_else(|| value.trim().strip_prefix("bearer "))
-                    .unwrap_or(value)
-                    .trim()
-            })
-            .filter(|token| !token.is_empty() && *token != "Bearer");
-        match (api_key, bearer) {
+    /// Authenticates one request from its credentials.
+    pub fn authenticate(&self, credentials: &Credentials) -> Result<Caller, AuthError> {
+        match (credentials.api_key()?, credentials.token()) {
             (None, None) => Err(AuthError::Missing),
             (Some(key), None) => self.project_caller(key),
             (None, Some(token)) => self.token_caller(token),
-            (Some(key), Some(token)) if key == token => self.token_caller(token).or_else(|_| self.project_caller(key)),
+            // The same token in both headers (some DIAL clients send that).
+            (Some(key), Some(token)) if key == token => self.token_caller(token),
             // Both, different: only a per-request key may accompany a user's
-            // token (applications calling back); there are none of those yet.
+            // token (applications calling back; the extractor handles them).
             (Some(_), Some(_)) => Err(AuthError::Conflicting),
         }
     }
@@ -281,6 +269,58 @@ impl Authenticator {
     }
 }
 
+/// What a request presents as credentials, from its headers: `Api-Key`,
+/// `X-Api-Key` (Anthropic's SDK) and `Authorization: Bearer <value>`. A
+/// bearer value that is not a JWT (three dot-separated parts) is an API
+/// key: the OpenAI SDK sends its `api_key` that way.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Credentials<'a> {
+    pub api_key: Option<&'a str>,
+    pub x_api_key: Option<&'a str>,
+    pub authorization: Option<&'a str>,
+}
+
+impl<'a> Credentials<'a> {
+    /// `Authorization`'s value after `Bearer ` (any case; the scheme alone
+    /// or an empty value counts as absent).
+    fn bearer(&self) -> Option<&'a str> {
+        let value = self.authorization?.trim();
+        let token = match value.split_once(' ') {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+            _ if value.eq_ignore_ascii_case("bearer") => "",
+            _ => value,
+        };
+        Some(token).filter(|token| !token.is_empty())
+    }
+
+    /// The JWT presented, if the bearer value is one.
+    pub fn token(&self) -> Option<&'a str> {
+        self.bearer().filter(|value| looks_like_jwt(value))
+    }
+
+    /// The API key presented (`Api-Key`, `X-Api-Key` or a bearer value that
+    /// is not a JWT); two different ones are a 400.
+    pub fn api_key(&self) -> Result<Option<&'a str>, AuthError> {
+        let bearer_key = self.bearer().filter(|value| !looks_like_jwt(value));
+        let mut found: Option<&'a str> = None;
+        for key in [self.api_key, self.x_api_key, bearer_key].into_iter().flatten() {
+            let key = key.trim();
+            match found {
+                _ if key.is_empty() => {}
+                Some(other) if other != key => return Err(AuthError::Conflicting),
+                _ => found = Some(key),
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// A JWT is three dot-separated, non-empty base64url parts.
+fn looks_like_jwt(value: &str) -> bool {
+    let parts: Vec<&str> = value.split('.').collect();
+    parts.len() == 3 && parts.iter().all(|part| !part.is_empty())
+}
+
 /// Follows a dotted path (`realm_access.roles`) into the claims.
 fn claim<'a>(claims: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(claims, |value, key| value.get(key))
@@ -291,6 +331,10 @@ mod tests {
     use super::*;
     use jsonwebtoken::{EncodingKey, Header, encode};
     use serde_json::json;
+
+    fn authn(auth: &Authenticator, api_key: Option<&str>, authorization: Option<&str>) -> Result<Caller, AuthError> {
+        auth.authenticate(&Credentials { api_key, x_api_key: None, authorization })
+    }
 
     fn keys() -> BTreeMap<String, ProjectKey> {
         BTreeMap::from([
@@ -318,15 +362,15 @@ mod tests {
     #[test]
     fn project_keys() {
         let auth = authenticator(IdentityConfig::default());
-        let admin = auth.authenticate(Some("admin-key"), None).unwrap();
+        let admin = authn(&auth, Some("admin-key"), None).unwrap();
         assert_eq!(admin.identity, Identity::Project { name: "ops".into() });
         assert!(admin.is_admin);
         assert_eq!(admin.bucket_location().to_string(), "Keys/ops/");
-        let user = auth.authenticate(Some("user-key"), None).unwrap();
+        let user = authn(&auth, Some("user-key"), None).unwrap();
         assert!(!user.is_admin);
-        assert_eq!(auth.authenticate(Some("nope"), None), Err(AuthError::UnknownKey));
-        assert_eq!(auth.authenticate(None, None), Err(AuthError::Missing));
-        assert_eq!(auth.authenticate(Some("  "), Some("Bearer")), Err(AuthError::Missing));
+        assert_eq!(authn(&auth, Some("nope"), None), Err(AuthError::UnknownKey));
+        assert_eq!(authn(&auth, None, None), Err(AuthError::Missing));
+        assert_eq!(authn(&auth, Some("  "), Some("Bearer")), Err(AuthError::Missing));
     }
 
     #[test]
@@ -334,7 +378,7 @@ mod tests {
         let identity = IdentityConfig { roles_claim: "realm_access.roles".into(), ..hs256_identity() };
         let auth = authenticator(identity);
         let token = hs256_token(json!({"sub": "alice", "exp": future(), "realm_access": {"roles": ["admin", "x"]}}));
-        let caller = auth.authenticate(None, Some(&format!("Bearer {token}"))).unwrap();
+        let caller = authn(&auth, None, Some(&format!("Bearer {token}"))).unwrap();
         assert_eq!(caller.identity, Identity::User { id: "alice".into() });
         assert_eq!(caller.roles, ["admin", "x"]);
         assert!(caller.is_admin);
@@ -345,17 +389,17 @@ mod tests {
     fn roles_as_a_delimited_string() {
         let auth = authenticator(IdentityConfig { roles_delimiter: Some(",".into()), ..hs256_identity() });
         let token = hs256_token(json!({"sub": "bob", "exp": future(), "roles": "user, admin"}));
-        assert_eq!(auth.authenticate(None, Some(&format!("Bearer {token}"))).unwrap().roles, ["user", "admin"]);
+        assert_eq!(authn(&auth, None, Some(&format!("Bearer {token}"))).unwrap().roles, ["user", "admin"]);
     }
 
     #[test]
     fn bad_tokens() {
         let auth = authenticator(hs256_identity());
         let expired = hs256_token(json!({"sub": "alice", "exp": 1000}));
-        assert!(matches!(auth.authenticate(None, Some(&format!("Bearer {expired}"))), Err(AuthError::BadToken(_))));
+        assert!(matches!(authn(&auth, None, Some(&format!("Bearer {expired}"))), Err(AuthError::BadToken(_))));
         let no_sub = hs256_token(json!({"exp": future()}));
         assert!(
-            matches!(auth.authenticate(None, Some(&format!("Bearer {no_sub}"))), Err(AuthError::BadToken(m)) if m.contains("sub"))
+            matches!(authn(&auth, None, Some(&format!("Bearer {no_sub}"))), Err(AuthError::BadToken(m)) if m.contains("sub"))
         );
         let forged = encode(
             &Header::new(Algorithm::HS256),
@@ -363,13 +407,13 @@ mod tests {
             &EncodingKey::from_secret(b"other").unwrap(),
         )
         .unwrap();
-        assert!(matches!(auth.authenticate(None, Some(&format!("Bearer {forged}"))), Err(AuthError::BadToken(_))));
-        assert!(matches!(auth.authenticate(None, Some("Bearer not.a.jwt")), Err(AuthError::BadToken(_))));
+        assert!(matches!(authn(&auth, None, Some(&format!("Bearer {forged}"))), Err(AuthError::BadToken(_))));
+        assert!(matches!(authn(&auth, None, Some("Bearer not.a.jwt")), Err(AuthError::BadToken(_))));
         // No verifier for HS256 configured at all.
         let token = hs256_token(json!({"sub": "alice", "exp": future()}));
         let strict = authenticator(IdentityConfig::default());
         assert!(
-            matches!(strict.authenticate(None, Some(&format!("Bearer {token}"))), Err(AuthError::BadToken(m)) if m.contains("HS256"))
+            matches!(authn(&strict, None, Some(&format!("Bearer {token}"))), Err(AuthError::BadToken(m)) if m.contains("HS256"))
         );
     }
 
@@ -377,12 +421,30 @@ mod tests {
     fn both_headers() {
         let auth = authenticator(hs256_identity());
         let token = hs256_token(json!({"sub": "alice", "exp": future()}));
-        assert_eq!(auth.authenticate(Some("user-key"), Some(&format!("Bearer {token}"))), Err(AuthError::Conflicting));
+        assert_eq!(authn(&auth, Some("user-key"), Some(&format!("Bearer {token}"))), Err(AuthError::Conflicting));
         // Equal values: the token wins, else the key.
-        let same = auth.authenticate(Some(&token), Some(&format!("Bearer {token}"))).unwrap();
+        let same = authn(&auth, Some(&token), Some(&format!("Bearer {token}"))).unwrap();
         assert_eq!(same.identity, Identity::User { id: "alice".into() });
-        let key_twice = auth.authenticate(Some("user-key"), Some("Bearer user-key")).unwrap();
+        let key_twice = authn(&auth, Some("user-key"), Some("Bearer user-key")).unwrap();
         assert_eq!(key_twice.identity, Identity::Project { name: "alpha".into() });
+    }
+
+    /// The official SDKs: OpenAI's sends `api_key` as a bearer value,
+    /// Anthropic's as `X-Api-Key`; a bearer value that is not a JWT is a key.
+    #[test]
+    fn sdk_keys_in_any_header() {
+        let auth = authenticator(hs256_identity());
+        let as_bearer = authn(&auth, None, Some("Bearer user-key")).unwrap();
+        assert_eq!(as_bearer.identity, Identity::Project { name: "alpha".into() });
+        let x_api_key = Credentials { x_api_key: Some("user-key"), ..Default::default() };
+        assert_eq!(auth.authenticate(&x_api_key).unwrap().identity, Identity::Project { name: "alpha".into() });
+        let both =
+            Credentials { x_api_key: Some("user-key"), authorization: Some("bearer user-key"), ..Default::default() };
+        assert!(auth.authenticate(&both).is_ok(), "the same key twice");
+        let differ = Credentials { api_key: Some("admin-key"), x_api_key: Some("user-key"), ..Default::default() };
+        assert_eq!(auth.authenticate(&differ), Err(AuthError::Conflicting));
+        assert_eq!(authn(&auth, None, Some("Bearer nope")), Err(AuthError::UnknownKey));
+        assert_eq!(authn(&auth, Some("user-key"), Some("Bearer admin-key")), Err(AuthError::Conflicting));
     }
 
     #[test]
@@ -393,9 +455,9 @@ mod tests {
             ..hs256_identity()
         });
         let good = hs256_token(json!({"sub": "a", "exp": future(), "iss": "https://idp", "aud": "dial"}));
-        assert!(auth.authenticate(None, Some(&format!("Bearer {good}"))).is_ok());
+        assert!(authn(&auth, None, Some(&format!("Bearer {good}"))).is_ok());
         let wrong_aud = hs256_token(json!({"sub": "a", "exp": future(), "iss": "https://idp", "aud": "other"}));
-        assert!(auth.authenticate(None, Some(&format!("Bearer {wrong_aud}"))).is_err());
+        assert!(authn(&auth, None, Some(&format!("Bearer {wrong_aud}"))).is_err());
     }
 
     #[test]

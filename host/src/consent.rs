@@ -95,6 +95,33 @@ fn key(deployment: &str) -> String {
     Sha256::digest(deployment.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Whether an admin's consent covers a declaration as it is now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminConsentStatus {
+    /// No admin has consented.
+    Missing,
+    Live,
+    /// An admin consented to an earlier declaration.
+    Stale,
+}
+
+impl AdminConsentStatus {
+    /// Why a call gets no grant, naming who can fix it; `None` when live.
+    pub fn refusal(self, deployment: &str) -> Option<String> {
+        match self {
+            Self::Live => None,
+            Self::Missing => Some(format!(
+                "no admin has consented to the resource dependencies {deployment} declares; an admin must \
+                 consent (POST /v1/consent/{deployment}/admin-consent)"
+            )),
+            Self::Stale => Some(format!(
+                "the resource dependencies {deployment} declares changed since an admin consented to them; an \
+                 admin must consent to the new declaration (POST /v1/consent/{deployment}/admin-consent)"
+            )),
+        }
+    }
+}
+
 impl ConsentStore {
     pub fn new(documents: Documents) -> Self {
         Self { documents }
@@ -131,8 +158,16 @@ impl ConsentStore {
     }
 
     /// Whether live admin consent covers the declaration (the resolver's check).
-    pub async fn admin_consented(&self, deployment: &str, declared: &[Declared]) -> Result<bool, DocumentError> {
-        Ok(self.admin(deployment).await?.is_some_and(|record| is_live(&record, declared)))
+    pub async fn admin_status(
+        &self,
+        deployment: &str,
+        declared: &[Declared],
+    ) -> Result<AdminConsentStatus, DocumentError> {
+        Ok(match self.admin(deployment).await? {
+            None => AdminConsentStatus::Missing,
+            Some(record) if is_live(&record, declared) => AdminConsentStatus::Live,
+            Some(_) => AdminConsentStatus::Stale,
+        })
     }
 
     /// Whether the user accepted the consent document the deployment asks

@@ -27,6 +27,7 @@ use crate::access::{AccessService, Permissions, Resource, StateRead};
 use crate::audit::{Audit, AuditEvent};
 use crate::auth::Caller;
 use crate::buckets::BucketCodec;
+use crate::consent::AdminConsentStatus;
 use crate::keys::KeyGrant;
 use crate::resource_url::{Intent, ResourceUrl};
 
@@ -299,7 +300,7 @@ pub fn targets(buckets: &BucketCodec, user: &Caller, declared: &[Declared]) -> V
 
 /// The grants the records of `declared` earn on this call (see the module
 /// docs), `targets` being theirs from [`targets`], one per record.
-/// `consented`: whether live admin consent covers the declaration.
+/// `consent`: whether live admin consent covers the declaration.
 pub async fn resolve(
     access: &AccessService,
     buckets: &BucketCodec,
@@ -307,17 +308,17 @@ pub async fn resolve(
     call: &Call<'_>,
     declared: &[Declared],
     targets: Vec<String>,
-    consented: bool,
+    consent: AdminConsentStatus,
 ) -> Result<Vec<KeyGrant>, RequiredUnresolved> {
     debug_assert_eq!(declared.len(), targets.len(), "one target per record");
     let mut grants = Vec::new();
     // One decision: the rules and each owner's shares are read once for all records.
     let mut state = StateRead::default();
     for (record, target) in declared.iter().zip(targets) {
-        let outcome = match (consented, call.key_forwarded) {
-            (false, _) => Err("the application's declaration has no live admin consent".to_string()),
-            (true, false) => Err("the application does not receive a per-request key".to_string()),
-            (true, true) => reach(access, buckets, call.user, &target, &mut state).await,
+        let outcome = match (consent.refusal(call.deployment), call.key_forwarded) {
+            (Some(refusal), _) => Err(refusal),
+            (None, false) => Err("the application does not receive a per-request key".to_string()),
+            (None, true) => reach(access, buckets, call.user, &target, &mut state).await,
         };
         let wants = record.wants();
         let granted = match outcome {

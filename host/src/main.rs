@@ -122,6 +122,9 @@ async fn check_config(arg: ConfigArg) -> anyhow::Result<ExitCode> {
     for handler in state.handlers().all() {
         println!("  handler: {} ({}, {})", handler.description().group, handler.label(), handler.source());
     }
+    for (name, app) in state.apps().all() {
+        println!("  application: {name} ({})", app.summary());
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -345,6 +345,9 @@ fn print_banner(config: &Config, state: &AppState, address: SocketAddr, keys: Op
     for handler in state.handlers().all() {
         println!("  handler:  /v2/{}/ ({}, {})", handler.description().group, handler.label(), handler.source());
     }
+    for (name, app) in state.apps().all() {
+        println!("  application: {name} ({})", app.summary());
+    }
     if let Some(keys) = keys {
         let generated = data_file(config);
         println!("  admin key: {}   (generated, kept in {})", keys.admin, generated.display());

@@ -265,7 +265,7 @@ async fn unconsented_dependencies_grant_nothing_and_required_ones_stop_the_call(
         let (code, body) = refusal(&refused);
         assert_eq!(code, 403, "{api}: {refused}");
         assert!(body.contains("Required resource dependency"), "{api}: {body}");
-        assert!(body.contains("no live admin consent"), "{api}: {body}");
+        assert!(body.contains("no admin has consented"), "{api}: {body}");
         assert_eq!(f.mock.last().await, before, "{api}: the application was never called");
     }
     let mcp = f.mcp_writes(&f.alice, "tools-writer", &[]).await;
@@ -693,7 +693,7 @@ async fn audit_events_name_targets_and_never_secrets() {
 
     let denials = of("resource_dependency_denial");
     let optional = denials.iter().find(|e| e["app"] == "optional-writer").expect("the optional record's denial");
-    assert!(optional["reason"].as_str().unwrap().contains("no live admin consent"), "{optional}");
+    assert!(optional["reason"].as_str().unwrap().contains("no admin has consented"), "{optional}");
     assert_eq!(optional["targets"], target);
     let failed = &of("resource_dependency_runtime_fail")[0];
     assert_eq!(

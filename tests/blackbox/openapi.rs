@@ -55,7 +55,9 @@ async fn the_document_is_valid_openapi_and_matches_what_the_server_routes() {
         for method in METHODS {
             let documented = item.get(method.to_ascii_lowercase()).is_some();
             let reply = client.send_raw(method, &url, &[], Vec::new()).await;
-            let routed = reply.status != 405 && !reply.body.starts_with("No route");
+            // The mint sites answer the fallback's "No route" in their callers' dialect (JSON).
+            let routed =
+                reply.status != 405 && !reply.body.starts_with("No route") && !reply.body.contains("\"No route: ");
             assert_eq!(
                 routed, documented,
                 "{method} {path} ({url}): documented {documented}, answered {} {}",

@@ -40,6 +40,16 @@ impl Api {
             Self::Mcp => "MCP",
         }
     }
+
+    /// The API as a metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::ChatCompletions => "chat_completions",
+            Self::Responses => "responses",
+            Self::AnthropicMessages => "anthropic_messages",
+            Self::Mcp => "mcp",
+        }
+    }
 }
 
 /// The parts of an application definition the host acts on.
@@ -48,6 +58,9 @@ impl Api {
 pub struct Application {
     pub endpoint: Option<String>,
     pub display_name: Option<String>,
+    pub display_version: Option<String>,
+    pub description: Option<String>,
+    pub icon_url: Option<String>,
     /// `None`: everyone may call it; empty: nobody (config applications).
     pub user_roles: Option<Vec<String>>,
     pub interfaces: Interfaces,
@@ -111,6 +124,29 @@ impl Application {
     /// Whether the MCP server is handed the per-request key.
     pub fn forwards_key(&self, api: Api) -> bool {
         api != Api::Mcp || self.mcp.as_ref().is_none_or(|mcp| mcp.forward_per_request_key)
+    }
+
+    /// One line for the start banner and `check-config`: the APIs it is
+    /// called through, who may call it, what it declares.
+    pub fn summary(&self) -> String {
+        let apis: Vec<&str> = [Api::ChatCompletions, Api::Responses, Api::AnthropicMessages, Api::Mcp]
+            .into_iter()
+            .filter(|api| self.endpoint_for(*api).is_some())
+            .map(Api::name)
+            .collect();
+        let mut line = apis.join(", ");
+        match &self.user_roles {
+            Some(roles) if roles.is_empty() => line.push_str("; callable by nobody (user_roles = [])"),
+            Some(roles) => line.push_str(&format!("; roles {}", roles.join(", "))),
+            None => {}
+        }
+        if !self.resource_dependencies.is_empty() {
+            line.push_str(&format!("; {} resource dependencies", self.resource_dependencies.len()));
+        }
+        if self.features.consent_required == Some(true) {
+            line.push_str("; asks users' consent");
+        }
+        line
     }
 
     /// Whether a caller holding `roles` may call it (`user_roles`: `None` →
@@ -232,6 +268,11 @@ impl ConfigApps {
 
     pub fn names(&self) -> impl Iterator<Item = &String> {
         self.apps.keys()
+    }
+
+    /// Every configured application, by name.
+    pub fn all(&self) -> impl Iterator<Item = (&String, &Arc<Application>)> {
+        self.apps.iter()
     }
 }
 

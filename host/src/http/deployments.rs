@@ -20,17 +20,18 @@
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
 use super::AppState;
 use super::catalog;
-use super::error::ApiError;
+use super::error::{ApiError, Dialect};
 use crate::access::{Permission, Resource};
 use crate::apps::{Api, Application, app_id};
 use crate::auth::Caller;
 use crate::blobs::BlobTarget;
 use crate::blobs::service::Download;
+use crate::consent::AdminConsentStatus;
 use crate::dependencies;
 use crate::etag::{EtagMatch, Preconditions};
 use crate::keys::{self, KeyData, KeyGrant, KeyId};
@@ -40,76 +41,276 @@ use crate::resource_url::{Intent, ResourceUrl};
 /// `POST /openai/deployments/{id}/chat/completions|responses`
 #[utoipa::path(post, path = "/openai/deployments/{deployment}/chat/completions", tag = "deployments", params(("deployment" = String, Path, description = "The application's deployment id")),
     request_body(content = Object, description = "The OpenAI request, forwarded with a per-request key"),
-    responses((status = 200, description = "The application's answer, streamed as it comes (JSON or SSE)", body = Object)))]
+    responses((status = 200, description = "The application's answer, streamed as it comes (JSON or SSE); errors the host answers itself are OpenAI error objects", body = Object)))]
 pub async fn openai(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Result<Caller, ApiError>,
     uri: Uri,
     method: Method,
     headers: HeaderMap,
     body: Body,
-) -> Result<Response, ApiError> {
+) -> Response {
     let rest = super::raw_path(&uri, "/openai/deployments/");
     let (id, api) = if let Some(id) = rest.strip_suffix("/chat/completions") {
-        (id, Api::ChatCompletions)
+        (id.to_string(), Api::ChatCompletions)
     } else if let Some(id) = rest.strip_suffix("/responses") {
-        (id, Api::Responses)
+        (id.to_string(), Api::Responses)
     } else {
-        return Err(no_route(&uri));
+        return Dialect::OpenAi.render(no_route(&uri));
     };
-    call(&state, &caller, id, api, &uri, method, headers, body).await
+    answer(&state, caller, &id, api, Incoming { uri, method, headers, body }).await
 }
 
 /// `POST /anthropic/deployments/{id}/v1/messages`
 #[utoipa::path(post, path = "/anthropic/deployments/{deployment}/v1/messages", tag = "deployments", params(("deployment" = String, Path, description = "The application's deployment id")),
     request_body(content = Object, description = "The Anthropic Messages request, forwarded with a per-request key"),
-    responses((status = 200, description = "The application's answer, streamed as it comes (JSON or SSE)", body = Object)))]
+    responses((status = 200, description = "The application's answer, streamed as it comes (JSON or SSE); errors the host answers itself are Anthropic error objects", body = Object)))]
 pub async fn anthropic(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Result<Caller, ApiError>,
     uri: Uri,
     method: Method,
     headers: HeaderMap,
     body: Body,
-) -> Result<Response, ApiError> {
+) -> Response {
     let rest = super::raw_path(&uri, "/anthropic/deployments/");
-    let id = rest.strip_suffix("/v1/messages").ok_or_else(|| no_route(&uri))?;
-    call(&state, &caller, id, Api::AnthropicMessages, &uri, method, headers, body).await
+    let Some(id) = rest.strip_suffix("/v1/messages").map(str::to_string) else {
+        return Dialect::Anthropic.render(no_route(&uri));
+    };
+    answer(&state, caller, &id, Api::AnthropicMessages, Incoming { uri, method, headers, body }).await
 }
 
 /// `POST|GET|DELETE /v1/deployments/{id}/mcp` (MCP streamable HTTP).
 #[utoipa::path(method(post, get, delete), path = "/v1/deployments/{deployment}/mcp", tag = "deployments", params(("deployment" = String, Path, description = "The application's deployment id")),
     request_body(content = Object, description = "POST: a JSON-RPC message of MCP's streamable HTTP transport"),
-    responses((status = 200, description = "The MCP server's answer (JSON or an SSE stream)", body = Object)))]
+    responses((status = 200, description = "The MCP server's answer (JSON or an SSE stream); errors the host answers itself are JSON-RPC errors", body = Object)))]
 pub async fn mcp(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Result<Caller, ApiError>,
     uri: Uri,
     method: Method,
     headers: HeaderMap,
     body: Body,
-) -> Result<Response, ApiError> {
+) -> Response {
     let rest = super::raw_path(&uri, "/v1/deployments/");
-    let id = rest.strip_suffix("/mcp").ok_or_else(|| no_route(&uri))?;
-    call(&state, &caller, id, Api::Mcp, &uri, method, headers, body).await
+    let Some(id) = rest.strip_suffix("/mcp").map(str::to_string) else {
+        return Dialect::JsonRpc { id: None }.render(no_route(&uri));
+    };
+    answer(&state, caller, &id, Api::Mcp, Incoming { uri, method, headers, body }).await
+}
+
+/// `GET /openai/deployments`: the applications the caller may call, as
+/// DIAL lists deployments (what EPAM's `aidial-client` parses).
+#[utoipa::path(get, path = "/openai/deployments", tag = "deployments",
+    responses((status = 200, description = "The configured applications the caller may call", body = DeploymentList)))]
+pub async fn list_deployments(State(state): State<AppState>, caller: Result<Caller, ApiError>) -> Response {
+    listing(&state, caller, Listed::Deployment)
+}
+
+/// `GET /openai/applications`: the same, as DIAL lists applications.
+#[utoipa::path(get, path = "/openai/applications", tag = "deployments",
+    responses((status = 200, description = "The configured applications the caller may call", body = DeploymentList)))]
+pub async fn list_applications(State(state): State<AppState>, caller: Result<Caller, ApiError>) -> Response {
+    listing(&state, caller, Listed::Application)
+}
+
+/// `GET /openai/deployments/{id}`: one application the caller may call.
+#[utoipa::path(get, path = "/openai/deployments/{deployment}", tag = "deployments",
+    params(("deployment" = String, Path, description = "The application's deployment id")),
+    responses((status = 200, description = "The application as a deployment", body = DeploymentInfo)))]
+pub async fn get_deployment(State(state): State<AppState>, caller: Result<Caller, ApiError>, uri: Uri) -> Response {
+    let id = super::raw_path(&uri, "/openai/deployments/");
+    if id.ends_with("/chat/completions") || id.ends_with("/responses") {
+        let refused = ApiError::new(StatusCode::METHOD_NOT_ALLOWED, format!("{} takes POST", uri.path()));
+        return Dialect::OpenAi.render(refused);
+    }
+    describe(&state, caller, id, Listed::Deployment).await
+}
+
+/// `GET /openai/applications/{id}`: one application the caller may call.
+#[utoipa::path(get, path = "/openai/applications/{application}", tag = "deployments",
+    params(("application" = String, Path, description = "The application's deployment id")),
+    responses((status = 200, description = "The application", body = DeploymentInfo)))]
+pub async fn get_application(State(state): State<AppState>, caller: Result<Caller, ApiError>, uri: Uri) -> Response {
+    let id = super::raw_path(&uri, "/openai/applications/").to_string();
+    describe(&state, caller, &id, Listed::Application).await
+}
+
+/// How a listing names what it lists.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Listed {
+    Deployment,
+    Application,
+}
+
+/// DIAL's listing shape of a deployment (`DeploymentData`).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct DeploymentInfo {
+    id: String,
+    /// `deployment` or `application`.
+    object: &'static str,
+    /// Under `/openai/deployments`: the deployment id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
+    /// Under `/openai/applications`: the deployment id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    application: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    display_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    display_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    icon_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    owner: &'static str,
+    status: &'static str,
+    /// Epoch seconds (DIAL's fixed value for configured deployments).
+    created_at: i64,
+    updated_at: i64,
+    #[schema(value_type = Object)]
+    features: serde_json::Value,
+    #[schema(value_type = Object)]
+    defaults: serde_json::Value,
+}
+
+/// `{"object": "list", "data": [...]}`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct DeploymentList {
+    object: &'static str,
+    data: Vec<DeploymentInfo>,
+}
+
+/// DIAL Core's `createdAt`/`updatedAt` for deployments it lists from its config.
+const DIAL_LISTED_AT: i64 = 1_672_534_800;
+
+impl DeploymentInfo {
+    fn of(id: &str, app: &Application, listed: Listed) -> Self {
+        let consent_required = app.features.consent_required.unwrap_or(false);
+        Self {
+            id: id.to_string(),
+            object: match listed {
+                Listed::Deployment => "deployment",
+                Listed::Application => "application",
+            },
+            model: (listed == Listed::Deployment).then(|| id.to_string()),
+            application: (listed == Listed::Application).then(|| id.to_string()),
+            display_name: app.display_name.clone(),
+            display_version: app.display_version.clone(),
+            icon_url: app.icon_url.clone(),
+            description: app.description.clone(),
+            owner: "organization-owner",
+            status: "succeeded",
+            created_at: DIAL_LISTED_AT,
+            updated_at: DIAL_LISTED_AT,
+            // DIAL's listing flags, at its defaults: the host forwards what
+            // the client sends and supports none of the optional endpoints.
+            features: serde_json::json!({
+                "rate": false, "tokenize": false, "truncate_prompt": false, "configuration": false,
+                "system_prompt": true, "tools": false, "seed": false, "url_attachments": false,
+                "folder_attachments": false, "allow_resume": true, "accessible_by_per_request_key": true,
+                "content_parts": false, "temperature": true, "addons": true, "consent_required": consent_required,
+            }),
+            defaults: serde_json::json!({}),
+        }
+    }
+}
+
+fn listing(state: &AppState, caller: Result<Caller, ApiError>, listed: Listed) -> Response {
+    let caller = match caller {
+        Ok(caller) => caller,
+        Err(error) => return Dialect::OpenAi.render(error),
+    };
+    let data = state
+        .apps()
+        .all()
+        .filter(|(_, app)| app.admits(&caller.roles))
+        .map(|(id, app)| DeploymentInfo::of(id, app, listed))
+        .collect();
+    axum::Json(DeploymentList { object: "list", data }).into_response()
+}
+
+async fn describe(state: &AppState, caller: Result<Caller, ApiError>, raw_id: &str, listed: Listed) -> Response {
+    let described = async {
+        let caller = caller?;
+        let id = decode_id(raw_id)?;
+        let deployment = resolve(state, &caller, &id, Reader::Caller).await?;
+        Ok::<_, ApiError>(axum::Json(DeploymentInfo::of(&id, &deployment.application, listed)).into_response())
+    };
+    described.await.unwrap_or_else(|error| Dialect::OpenAi.render(error))
 }
 
 fn no_route(uri: &Uri) -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, format!("No route: {}", uri.path()))
 }
 
+/// A call as it came in.
+struct Incoming {
+    uri: Uri,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+}
+
+/// The answer to one call: the application's, relayed, or the host's own
+/// error in the caller's dialect (an MCP error answers the request's id).
+async fn answer(
+    state: &AppState,
+    caller: Result<Caller, ApiError>,
+    raw_id: &str,
+    api: Api,
+    incoming: Incoming,
+) -> Response {
+    let mut dialect = match api {
+        Api::ChatCompletions | Api::Responses => Dialect::OpenAi,
+        Api::AnthropicMessages => Dialect::Anthropic,
+        Api::Mcp => Dialect::JsonRpc { id: None },
+    };
+    let Incoming { uri, method, headers, body } = incoming;
+    let outcome = async {
+        let caller = caller?;
+        let body = read_body(body, state.proxy().max_request_bytes()).await?;
+        if api == Api::Mcp {
+            dialect = Dialect::JsonRpc { id: rpc_id(&body) };
+        }
+        call(state, &caller, raw_id, api, &dialect, Outgoing { uri, method, headers, body }).await
+    }
+    .await;
+    let mut response = outcome.unwrap_or_else(|error| dialect.render(error));
+    if let Ok(id) = decode_id(raw_id) {
+        response.extensions_mut().insert(crate::metrics::http::Deployment(id));
+    }
+    response
+}
+
+/// The `id` of a JSON-RPC request (none for a notification, a batch, or a
+/// body that is not one).
+fn rpc_id(body: &[u8]) -> Option<Box<serde_json::value::RawValue>> {
+    #[derive(serde::Deserialize)]
+    struct Request {
+        id: Option<Box<serde_json::value::RawValue>>,
+    }
+    serde_json::from_slice::<Request>(body).ok()?.id
+}
+
+/// A call's request, its body read.
+struct Outgoing {
+    uri: Uri,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
 /// One call, from resolution to relay.
-#[allow(clippy::too_many_arguments)]
 async fn call(
     state: &AppState,
     caller: &Caller,
     raw_id: &str,
     api: Api,
-    uri: &Uri,
-    method: Method,
-    headers: HeaderMap,
-    body: Body,
+    dialect: &Dialect,
+    outgoing: Outgoing,
 ) -> Result<Response, ApiError> {
+    let Outgoing { uri, method, headers, body } = outgoing;
     let id = decode_id(raw_id)?;
     let proxy = state.proxy();
     // The chain so far: an application calling on goes one level deeper.
@@ -128,12 +329,14 @@ async fn call(
     let Deployment { application, origin } = resolve(state, caller, &id, Reader::Caller).await?;
     let endpoint = application.endpoint_for(api).ok_or_else(|| {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("Deployment {id} has no {} endpoint", api.name()))
+            .permanent()
     })?;
     let mut url = url::Url::parse(endpoint).map_err(|_| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("Deployment {id} has an invalid {} endpoint", api.name()),
         )
+        .permanent()
     })?;
     if let Some(query) = uri.query() {
         url.set_query(Some(query));
@@ -142,7 +345,6 @@ async fn call(
     if api != Api::Mcp && !is_json(&headers) {
         return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"));
     }
-    let body = read_body(body, proxy.max_request_bytes()).await?;
     let mut grants = if api == Api::Mcp { Vec::new() } else { attachment_grants(state, caller, api, &body).await? };
 
     // The originating user as themselves: what they accepted and what they
@@ -160,7 +362,7 @@ async fn call(
     let trace_id = caller.per_request.as_ref().map_or_else(new_trace_id, |key| key.trace_id.clone());
     if !application.resource_dependencies.is_empty() {
         let declared = &application.resource_dependencies;
-        let consented = state.consent().admin_consented(&id, declared).await?;
+        let consent = state.consent().admin_status(&id, declared).await?;
         let source = caller.per_request.as_ref().map_or("root", |key| key.app.as_str());
         let call = dependencies::Call {
             deployment: &id,
@@ -174,7 +376,7 @@ async fn call(
         // can be granted anything). A target that is no link stays as
         // declared, for `resolve` to refuse with its reason.
         let mut targets = dependencies::targets(state.buckets(), &user, declared);
-        if consented && call.key_forwarded {
+        if consent == AdminConsentStatus::Live && call.key_forwarded {
             for target in &mut targets {
                 if let Ok(link) = catalog::parse_link(state, target) {
                     *target = catalog::canonical(state, link).await?.key();
@@ -182,7 +384,7 @@ async fn call(
             }
         }
         let resolved =
-            dependencies::resolve(state.access(), state.buckets(), state.audit(), &call, declared, targets, consented)
+            dependencies::resolve(state.access(), state.buckets(), state.audit(), &call, declared, targets, consent)
                 .await
                 .map_err(|failed| ApiError::new(StatusCode::FORBIDDEN, failed.to_string()))?;
         grants.extend(resolved);
@@ -209,13 +411,26 @@ async fn call(
             Some(state.keys().mint(data).await.map_err(key_store_unavailable)?)
         }
     };
-    let call = UpstreamCall { method, url, headers, body, key, follow_redirects: api == Api::Mcp, origin, trace_id };
-    Ok(match proxy.forward(call).await {
-        Ok(response) => response,
-        Err(error) => {
-            tracing::warn!(deployment = %id, %error, detail = %error.detail(), "application call failed");
-            axum::response::IntoResponse::into_response(error)
-        }
+    let stream_failure = dialect.stream_error(&format!(
+        "The application {id} stopped answering for {} ms; the answer is incomplete",
+        proxy.read_timeout_ms()
+    ));
+    let call = UpstreamCall {
+        method,
+        url,
+        headers,
+        body,
+        key,
+        follow_redirects: api == Api::Mcp,
+        origin,
+        trace_id,
+        deployment: id.clone(),
+        interface: api.label(),
+        stream_failure,
+    };
+    proxy.forward(call).await.map_err(|error| {
+        tracing::warn!(deployment = %id, %error, detail = %error.detail(), "application call failed");
+        ApiError::from(error)
     })
 }
 

@@ -2,7 +2,11 @@
 //!
 //! Each layer has its own error type; the `From` impls below decide its
 //! status. Bodies are plain text, DIAL style (`Not found: <url>`), because
-//! DIAL clients show them to people as they are.
+//! DIAL clients show them to people as they are — except on the mint sites,
+//! whose callers are LLM SDKs: there an error is answered in the caller's
+//! [`Dialect`] (OpenAI's and Anthropic's error objects, a JSON-RPC error for
+//! MCP), with DIAL's status, and `x-should-retry: false` when a retry
+//! cannot change the answer (both SDKs honour it).
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -23,11 +27,23 @@ use crate::storage::StorageError;
 pub struct ApiError {
     pub status: StatusCode,
     pub message: String,
+    /// Whether a retry may get another answer (SDKs retry 5xx and 408,
+    /// 409 and 429 by default).
+    retryable: bool,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self { status, message: message.into() }
+        let retryable = status.is_server_error()
+            || matches!(status, StatusCode::REQUEST_TIMEOUT | StatusCode::CONFLICT | StatusCode::TOO_MANY_REQUESTS);
+        Self { status, message: message.into(), retryable }
+    }
+
+    /// An answer no retry changes, whatever its status (a deployment with
+    /// no endpoint for the API is a 503, as DIAL answers, and stays one).
+    pub fn permanent(mut self) -> Self {
+        self.retryable = false;
+        self
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -47,6 +63,98 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let content_type = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
         (self.status, content_type, self.message).into_response()
+    }
+}
+
+/// How a mint site's caller expects errors (SPEC "Errors in the caller's
+/// dialect").
+#[derive(Debug, Clone)]
+pub enum Dialect {
+    /// `/openai/…`: `{"error": {"message", "type", "param": null, "code"}}`.
+    OpenAi,
+    /// `/anthropic/…`: `{"type": "error", "error": {"type", "message"}}`.
+    Anthropic,
+    /// `/v1/deployments/{id}/mcp`: a JSON-RPC error answering the request
+    /// `id` (null when the request could not be read that far).
+    JsonRpc { id: Option<Box<serde_json::value::RawValue>> },
+}
+
+impl Dialect {
+    /// `error` as this dialect's callers read it.
+    pub fn render(&self, error: ApiError) -> Response {
+        let status = error.status;
+        let body = match self {
+            Self::OpenAi => serde_json::json!({"error": {
+                "message": error.message, "type": openai_type(status), "param": null, "code": null}}),
+            Self::Anthropic => {
+                serde_json::json!({"type": "error", "error": {"type": anthropic_type(status), "message": error.message}})
+            }
+            Self::JsonRpc { id } => {
+                // JSON-RPC's codes: the request was wrong, or the server failed.
+                let code = if status.is_client_error() { -32600 } else { -32603 };
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {
+                    "code": code, "message": error.message, "data": {"status": status.as_u16()}}})
+            }
+        };
+        let mut response = (status, axum::Json(body)).into_response();
+        if !error.retryable {
+            response.headers_mut().insert("x-should-retry", header::HeaderValue::from_static("false"));
+        }
+        response
+    }
+
+    /// The dialect's final event for a stream the application stopped
+    /// feeding, or `None` where the dialect has none.
+    pub fn stream_error(&self, message: &str) -> Option<bytes::Bytes> {
+        let event = match self {
+            Self::OpenAi => format!(
+                "data: {}\n\n",
+                serde_json::json!({"error": {"message": message, "type": "api_error", "param": null, "code": null}})
+            ),
+            Self::Anthropic => format!(
+                "event: error\ndata: {}\n\n",
+                serde_json::json!({"type": "error", "error": {"type": "api_error", "message": message}})
+            ),
+            Self::JsonRpc { .. } => return None,
+        };
+        Some(bytes::Bytes::from(event))
+    }
+}
+
+fn openai_type(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::UNAUTHORIZED => "authentication_error",
+        StatusCode::FORBIDDEN => "permission_error",
+        StatusCode::NOT_FOUND => "not_found_error",
+        StatusCode::TOO_MANY_REQUESTS => "rate_limit_error",
+        status if status.is_client_error() => "invalid_request_error",
+        _ => "api_error",
+    }
+}
+
+fn anthropic_type(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::UNAUTHORIZED => "authentication_error",
+        StatusCode::FORBIDDEN => "permission_error",
+        StatusCode::NOT_FOUND => "not_found_error",
+        StatusCode::PAYLOAD_TOO_LARGE => "request_too_large",
+        StatusCode::TOO_MANY_REQUESTS => "rate_limit_error",
+        status if status.is_client_error() => "invalid_request_error",
+        _ => "api_error",
+    }
+}
+
+impl From<crate::proxy::ProxyError> for ApiError {
+    /// The message names no socket or resolver detail (they are logged).
+    fn from(error: crate::proxy::ProxyError) -> Self {
+        let status = match error {
+            crate::proxy::ProxyError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            _ => StatusCode::BAD_GATEWAY,
+        };
+        let refused = matches!(error, crate::proxy::ProxyError::Refused(_));
+        let error = Self::new(status, error.to_string());
+        // A refused destination stays refused.
+        if refused { error.permanent() } else { error }
     }
 }
 
@@ -246,5 +354,44 @@ mod tests {
         assert!(!contended.message.contains("system/"), "{}", contended.message);
         let slow = ApiError::from(FolderError::TooSlow { limit_seconds: 1800 });
         assert_eq!(slow.status, StatusCode::REQUEST_TIMEOUT);
+    }
+
+    async fn rendered(dialect: &Dialect, error: ApiError) -> (StatusCode, Option<String>, serde_json::Value) {
+        let response = dialect.render(error);
+        let retry = response.headers().get("x-should-retry").map(|v| v.to_str().unwrap().to_string());
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        (status, retry, serde_json::from_slice(&body).unwrap())
+    }
+
+    #[tokio::test]
+    async fn errors_in_each_dialect() {
+        let denied = || ApiError::new(StatusCode::FORBIDDEN, "no consent");
+        let (status, retry, body) = rendered(&Dialect::OpenAi, denied()).await;
+        assert_eq!((status, retry.as_deref()), (StatusCode::FORBIDDEN, Some("false")));
+        assert_eq!(
+            body,
+            serde_json::json!({"error": {"message": "no consent", "type": "permission_error", "param": null, "code": null}})
+        );
+        let (_, _, body) = rendered(&Dialect::Anthropic, denied()).await;
+        assert_eq!(
+            body,
+            serde_json::json!({"type": "error", "error": {"type": "permission_error", "message": "no consent"}})
+        );
+        let id = Some(serde_json::value::RawValue::from_string("7".into()).unwrap());
+        let (_, _, body) = rendered(&Dialect::JsonRpc { id }, denied()).await;
+        assert_eq!(
+            (&body["id"], &body["error"]["code"], &body["error"]["message"]),
+            (&serde_json::json!(7), &serde_json::json!(-32600), &serde_json::json!("no consent"))
+        );
+
+        let busy = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Redis is away; retry");
+        assert_eq!(rendered(&Dialect::OpenAi, busy.clone()).await.1, None, "a retry may succeed");
+        assert_eq!(rendered(&Dialect::OpenAi, busy.permanent()).await.1.as_deref(), Some("false"));
+        assert_eq!(
+            rendered(&Dialect::Anthropic, ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "big")).await.2["error"]["type"],
+            "request_too_large"
+        );
+        assert_eq!(rendered(&Dialect::OpenAi, ApiError::new(StatusCode::TOO_MANY_REQUESTS, "slow down")).await.1, None);
     }
 }

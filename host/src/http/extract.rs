@@ -7,13 +7,15 @@ use axum::http::request::Parts;
 
 use super::AppState;
 use super::error::ApiError;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 
-use crate::auth::{AuthError, Caller};
+use crate::auth::{AuthError, Caller, Credentials};
 use crate::keys;
 
 /// Header carrying a project (or per-request) API key.
 pub const API_KEY_HEADER: &str = "api-key";
+/// Anthropic's SDK sends its `api_key` here.
+pub const X_API_KEY_HEADER: &str = "x-api-key";
 
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
@@ -24,7 +26,12 @@ impl FromRequestParts<AppState> for Caller {
     /// unknown key is 401 like any unknown key.
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let header = |name| parts.headers.get(name).and_then(|value| value.to_str().ok());
-        let api_key = header(API_KEY_HEADER).map(str::trim);
+        let credentials = Credentials {
+            api_key: header(API_KEY_HEADER),
+            x_api_key: header(X_API_KEY_HEADER),
+            authorization: header(header::AUTHORIZATION.as_str()),
+        };
+        let api_key = credentials.api_key()?;
         if let Some(key) = api_key.filter(|key| keys::looks_like_key(key) && !state.auth().is_project_key(key)) {
             let found = state.keys().get(key).await.map_err(|error| {
                 tracing::error!(%error, "looking up a per-request key");
@@ -35,7 +42,7 @@ impl FromRequestParts<AppState> for Caller {
                 None => Err(AuthError::UnknownKey.into()),
             };
         }
-        Ok(state.auth().authenticate(api_key, header("authorization"))?)
+        Ok(state.auth().authenticate(&credentials)?)
     }
 }
 

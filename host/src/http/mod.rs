@@ -24,7 +24,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use object_store::ObjectStore;
 use tower_http::cors::{Any, CorsLayer};
-use tower_http::trace::TraceLayer;
 
 use crate::access::AccessService;
 use crate::apps::{ConfigApps, StoredDefinitions};
@@ -211,7 +210,13 @@ pub(crate) fn routes_table() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/v1/conversations/{*path}", v1::resource_routes()),
         ("/v1/applications/{*path}", v1::resource_routes()),
         // The mint sites: bodies are bounded by the proxy while reading.
-        ("/openai/deployments/{*rest}", post(deployments::openai).layer(DefaultBodyLimit::disable())),
+        ("/openai/deployments", get(deployments::list_deployments)),
+        ("/openai/applications", get(deployments::list_applications)),
+        ("/openai/applications/{*rest}", get(deployments::get_application)),
+        (
+            "/openai/deployments/{*rest}",
+            post(deployments::openai).get(deployments::get_deployment).layer(DefaultBodyLimit::disable()),
+        ),
         ("/anthropic/deployments/{*rest}", post(deployments::anthropic).layer(DefaultBodyLimit::disable())),
         (
             "/v1/deployments/{*rest}",
@@ -227,7 +232,7 @@ pub(crate) fn routes_table() -> Vec<(&'static str, MethodRouter<AppState>)> {
 }
 
 /// All routes, with CORS (DIAL answers every origin and exposes its headers,
-/// `ETag` first of all) and request tracing.
+/// `ETag` first of all), metrics and the access log.
 pub fn router(state: AppState) -> Router {
     let cors = CorsLayer::new()
         .allow_origin(Any)
@@ -241,7 +246,6 @@ pub fn router(state: AppState) -> Router {
         .fallback(routes::not_found)
         .layer(axum::middleware::from_fn(crate::metrics::http::track))
         .layer(cors)
-        .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
 

@@ -1,7 +1,10 @@
-//! Request metrics as a middleware on the router: by route template
-//! (`MatchedPath`, e.g. `/v2/{*path}`; `unmatched` for the fallback), method
-//! and status; time to the response head; body bytes in and out as they
-//! flow.
+//! Request metrics and the access log, as one middleware on the router: by
+//! route template (`MatchedPath`, e.g. `/v2/{*path}`; `unmatched` for the
+//! fallback), method and status; time to the response head; body bytes in
+//! and out as they flow. The access log is one `info` line per request on
+//! the target `dial_host::access` with the same fields and the deployment
+//! a mint site called ([`Deployment`]) — never a URL, query string, key or
+//! token.
 
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -18,6 +21,14 @@ use metrics::{Counter, counter, histogram};
 
 use super::{HTTP_BYTES_IN, HTTP_BYTES_OUT, HTTP_DURATION, HTTP_REQUESTS};
 
+/// The deployment id a mint site answered for, as a response extension:
+/// the access log names it.
+#[derive(Debug, Clone)]
+pub struct Deployment(pub String);
+
+/// The target of the access log.
+pub const ACCESS_LOG: &str = "dial_host::access";
+
 /// `axum::middleware::from_fn(metrics::http::track)`, layered on the router
 /// (so `MatchedPath` is known).
 pub async fn track(request: Request, next: Next) -> Response {
@@ -27,8 +38,19 @@ pub async fn track(request: Request, next: Next) -> Response {
     let bytes_in = counter!(HTTP_BYTES_IN, "route" => route.clone());
     let request = request.map(|body| Body::new(Counted { inner: body, bytes: bytes_in }));
     let response = next.run(request).await;
+    let took = started.elapsed();
     let status = response.status().as_u16().to_string();
-    histogram!(HTTP_DURATION, "route" => route.clone(), "method" => method).record(started.elapsed().as_secs_f64());
+    let deployment = response.extensions().get::<Deployment>().map(|d| d.0.as_str());
+    tracing::info!(
+        target: ACCESS_LOG,
+        method,
+        route = route.as_str(),
+        status = response.status().as_u16(),
+        duration_ms = took.as_secs_f64() * 1000.0,
+        deployment,
+        "request"
+    );
+    histogram!(HTTP_DURATION, "route" => route.clone(), "method" => method).record(took.as_secs_f64());
     counter!(HTTP_REQUESTS, "route" => route.clone(), "method" => method, "status" => status).increment(1);
     let bytes_out = counter!(HTTP_BYTES_OUT, "route" => route);
     response.map(|body| Body::new(Counted { inner: body, bytes: bytes_out }))

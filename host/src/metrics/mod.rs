@@ -38,6 +38,8 @@ pub const GC_BYTES: &str = "dial_host_gc_bytes_deleted_total";
 pub const GC_ENTRIES_FAILED: &str = "dial_host_gc_entries_failed_total";
 pub const KEYS_MINTED: &str = "dial_host_per_request_keys_minted_total";
 pub const KEYS_ALIVE: &str = "dial_host_per_request_keys_alive";
+pub const UPSTREAM_CALLS: &str = "dial_host_upstream_calls_total";
+pub const UPSTREAM_DURATION: &str = "dial_host_upstream_call_duration_seconds";
 
 /// Histogram buckets for every `…_seconds` metric: 100 µs to 60 s.
 const SECONDS_BUCKETS: [f64; 16] =
@@ -103,6 +105,25 @@ fn describe() {
     describe_counter!(GC_ENTRIES_FAILED, "Journal entries a sweep could not settle (kept for the next one)");
     describe_counter!(KEYS_MINTED, "Per-request keys minted by this instance");
     describe_gauge!(KEYS_ALIVE, "Per-request keys minted by this instance and not yet revoked");
+    describe_counter!(
+        UPSTREAM_CALLS,
+        "Calls to applications, by deployment (a configured name, or `stored`), interface and status \
+         (the application's HTTP status, or connect_error, timeout, refused)"
+    );
+    describe_histogram!(
+        UPSTREAM_DURATION,
+        Unit::Seconds,
+        "Time from sending a call to an application to its response head, by deployment and interface"
+    );
+}
+
+/// One call to an application: `deployment` is a configured name or
+/// `stored` (a bounded label whatever users store), `interface` the API.
+pub fn upstream_call(deployment: &str, interface: &'static str, status: &str, took: Duration) {
+    let labels = [("deployment", deployment.to_string()), ("interface", interface.to_string())];
+    histogram!(UPSTREAM_DURATION, &labels).record(took.as_secs_f64());
+    let counted = [labels[0].clone(), labels[1].clone(), ("status", status.to_string())];
+    counter!(UPSTREAM_CALLS, &counted).increment(1);
 }
 
 /// One handler call: `call` is the export (`check`, `validate`, `metadata`,

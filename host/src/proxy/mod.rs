@@ -35,8 +35,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, header};
+use axum::response::Response;
 use bytes::Bytes;
 use futures_util::StreamExt;
 
@@ -146,6 +146,13 @@ pub struct UpstreamCall {
     pub origin: Origin,
     /// The call's trace id (32 hex digits), sent as the host's `traceparent`.
     pub trace_id: String,
+    /// The deployment id, for the log.
+    pub deployment: String,
+    /// The API called, for metrics (`chat_completions`, `responses`, `anthropic_messages`, `mcp`).
+    pub interface: &'static str,
+    /// The event that ends an event stream the application stopped feeding
+    /// (in the caller's dialect), instead of a cut connection.
+    pub stream_failure: Option<Bytes>,
 }
 
 /// Why an application could not be reached: rendered as DIAL's JSON error.
@@ -172,14 +179,14 @@ impl ProxyError {
     }
 }
 
-impl IntoResponse for ProxyError {
-    fn into_response(self) -> Response {
-        let status = match self {
-            Self::Connect(_) | Self::Refused(_) => StatusCode::BAD_GATEWAY,
-            Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
-        };
-        let body = serde_json::json!({"error": {"message": self.to_string()}});
-        (status, axum::Json(body)).into_response()
+impl ProxyError {
+    /// The metric status of a call that got no answer.
+    fn label(&self) -> &'static str {
+        match self {
+            Self::Connect(_) => "connect_error",
+            Self::Refused(_) => "refused",
+            Self::Timeout(_) => "timeout",
+        }
     }
 }
 
@@ -247,6 +254,10 @@ impl Proxy {
         self.max_chain_depth
     }
 
+    pub fn read_timeout_ms(&self) -> u64 {
+        self.read_timeout_ms
+    }
+
     /// The headers the application gets: the client's, filtered (see the
     /// module docs), then the host's own.
     fn outgoing_headers(headers: &HeaderMap, key: Option<&KeyLease>, trace_id: &str) -> HeaderMap {
@@ -274,7 +285,35 @@ impl Proxy {
 
     /// Sends the call and relays the answer as it arrives.
     pub async fn forward(&self, call: UpstreamCall) -> Result<Response, ProxyError> {
-        let UpstreamCall { method, mut url, headers, body, key, follow_redirects, origin, trace_id } = call;
+        // Stored applications share one label: users choose their names.
+        let label = match call.origin {
+            Origin::Configured => call.deployment.clone(),
+            Origin::Stored => "stored".to_string(),
+        };
+        let (interface, started) = (call.interface, std::time::Instant::now());
+        let answered = self.send(call).await;
+        let status = match &answered {
+            Ok(response) => response.status().as_u16().to_string(),
+            Err(error) => error.label().to_string(),
+        };
+        crate::metrics::upstream_call(&label, interface, &status, started.elapsed());
+        answered
+    }
+
+    async fn send(&self, call: UpstreamCall) -> Result<Response, ProxyError> {
+        let UpstreamCall {
+            method,
+            mut url,
+            headers,
+            body,
+            key,
+            follow_redirects,
+            origin,
+            trace_id,
+            deployment,
+            interface: _,
+            stream_failure,
+        } = call;
         let outgoing = Self::outgoing_headers(&headers, key.as_ref(), &trace_id);
         let client = match origin {
             Origin::Configured => &self.client,
@@ -301,7 +340,8 @@ impl Proxy {
                 None => break response,
             }
         };
-        Ok(relay(response, key))
+        let silence = Silence { deployment, read_timeout_ms: self.read_timeout_ms, event: stream_failure };
+        Ok(relay(response, key, silence))
     }
 
     /// Connecting failed (refused, unresolved, too slow to connect): 502;
@@ -325,8 +365,16 @@ impl Proxy {
     }
 }
 
+/// What to do when an application's answer stops mid-body.
+struct Silence {
+    deployment: String,
+    read_timeout_ms: u64,
+    /// The event that ends an event stream in the caller's dialect.
+    event: Option<Bytes>,
+}
+
 /// The application's answer as the client gets it.
-fn relay(response: reqwest::Response, key: Option<KeyLease>) -> Response {
+fn relay(response: reqwest::Response, key: Option<KeyLease>, silence: Silence) -> Response {
     let status = response.status();
     let mut headers = HeaderMap::new();
     for (name, value) in response.headers() {
@@ -338,11 +386,35 @@ fn relay(response: reqwest::Response, key: Option<KeyLease>) -> Response {
             headers.append(name.clone(), value.clone());
         }
     }
-    let body = response.bytes_stream().map(move |chunk| {
+    let event_stream = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.to_ascii_lowercase().starts_with("text/event-stream"));
+    let body = response.bytes_stream().scan(false, move |failed, chunk| {
         // The lease lives as long as the body: dropped when the last chunk
         // has gone out, the upstream failed, or the client went away.
         let _lease = &key;
-        chunk.map_err(std::io::Error::other)
+        if *failed {
+            return std::future::ready(None);
+        }
+        let chunk = chunk.map_err(|error| {
+            *failed = true;
+            let timed_out = error.is_timeout();
+            tracing::warn!(
+                deployment = %silence.deployment,
+                %error,
+                timed_out,
+                read_timeout_ms = silence.read_timeout_ms,
+                "the application's answer stopped before its end"
+            );
+            error
+        });
+        std::future::ready(Some(match (chunk, &silence.event) {
+            // An event stream ends with the dialect's error event: the
+            // client learns why instead of reading a cut connection.
+            (Err(_), Some(event)) if event_stream => Ok(event.clone()),
+            (chunk, _) => chunk.map_err(std::io::Error::other),
+        }))
     });
     let mut relayed = Response::new(Body::from_stream(body));
     *relayed.status_mut() = status;
