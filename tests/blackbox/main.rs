@@ -17,6 +17,7 @@ mod publication;
 #[path = "../random_bytes.rs"]
 mod random_bytes;
 mod resource_ops;
+mod sdk;
 mod security;
 #[path = "../services.rs"]
 mod services;

@@ -2,7 +2,7 @@
 
     python tests/clients/anthropic_client.py --base-url URL --api-key KEY --message TEXT
         [--stream] [--release-url URL] [--header NAME=VALUE ...] [--model NAME]
-        [--max-tokens N] [--timeout SECONDS]
+        [--max-tokens N] [--timeout SECONDS] [--key-only] [--max-retries N]
 
 Success (exit 0): {"text": <assistant text>, "events": <raw stream events received, 0 unless
 --stream>, "report": <the text parsed as JSON, or null>, "first_before_release": <bool, only with
@@ -45,14 +45,19 @@ def main() -> dict[str, Any]:
     parser.add_argument("--model", default="mock-model")
     parser.add_argument("--max-tokens", type=int, default=1024)
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument(
+        "--key-only", action="store_true", help="send the key only as the SDK does (no DIAL Api-Key header)"
+    )
+    parser.add_argument("--max-retries", type=int, default=0, help="the SDK's retries (0: one request)")
     args = parser.parse_args()
 
     client = anthropic.Anthropic(
         base_url=args.base_url,
         api_key=args.api_key,
-        default_headers={"Api-Key": args.api_key, **common.headers(args.header)},
+        default_headers=({} if args.key_only else {"Api-Key": args.api_key}) | common.headers(args.header),
         timeout=args.timeout,
-        max_retries=0,  # a test that asks for a 503 must see one request and the 503, not retries
+        # By default a test that asks for a 503 must see one request and the 503, not retries.
+        max_retries=args.max_retries,
     )
     request: dict[str, Any] = {
         "model": args.model,

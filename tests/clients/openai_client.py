@@ -2,7 +2,7 @@
 
     python tests/clients/openai_client.py --base-url URL --api-key KEY --message TEXT
         [--stream] [--responses] [--release-url URL] [--header NAME=VALUE ...]
-        [--attachment URL ...] [--image-url URL ...] [--model NAME] [--timeout SECONDS]
+        [--attachment URL ...] [--image-url URL ...] [--model NAME] [--timeout SECONDS] [--key-only] [--max-retries N]
 
 Success (exit 0): {"text": <assistant text>, "events": <chunks/events received, 0 unless
 --stream>, "report": <the text parsed as JSON, or null>, "first_before_release": <bool, only with
@@ -77,14 +77,19 @@ def main() -> dict[str, Any]:
     parser.add_argument("--image-url", action="append", default=[], help="an image_url content part (chat only)")
     parser.add_argument("--model", default="mock-model")
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument(
+        "--key-only", action="store_true", help="send the key only as the SDK does (no DIAL Api-Key header)"
+    )
+    parser.add_argument("--max-retries", type=int, default=0, help="the SDK's retries (0: one request)")
     args = parser.parse_args()
 
     client = openai.OpenAI(
         base_url=args.base_url,
         api_key=args.api_key,
-        default_headers={"Api-Key": args.api_key, **common.headers(args.header)},
+        default_headers=({} if args.key_only else {"Api-Key": args.api_key}) | common.headers(args.header),
         timeout=args.timeout,
-        max_retries=0,  # a test that asks for a 503 must see one request and the 503, not retries
+        # By default a test that asks for a 503 must see one request and the 503, not retries.
+        max_retries=args.max_retries,
     )
     release = common.Release(args.release_url if args.stream else None)
     text, events = (responses if args.responses else chat)(client, args, release)
