@@ -6,6 +6,7 @@ mod cluster;
 mod connections;
 mod dependencies;
 mod deployments;
+mod example_apps;
 mod example_handler;
 mod feed;
 mod handler_reload;
