@@ -54,7 +54,8 @@ async fn run() {
          [applications.bench-deps]\nendpoint = \"{upstream}/chat/completions\"\nresource_dependencies = [{}]\n",
         declaration()
     );
-    let server = ServerProcess::start(dir.path(), &extra);
+    // At `info`, as in production: every call writes its access-log line.
+    let server = ServerProcess::start_logging(dir.path(), &extra, "info");
     let client = reqwest::Client::builder().tcp_nodelay(true).build().unwrap();
     let body = serde_json::json!({"model": "bench", "messages": [{"role": "user", "content": "hi"}]});
     let streaming =

@@ -24,13 +24,19 @@ impl ServerProcess {
     /// Data in `dir/data`, the key [`API_KEY`], logs at `warn`; `extra` is
     /// appended to the configuration (more tables).
     pub fn start(dir: &std::path::Path, extra: &str) -> Self {
+        Self::start_logging(dir, extra, "warn")
+    }
+
+    /// [`ServerProcess::start`] with the log filter `filter` (`info` logs
+    /// every request: the production default).
+    pub fn start_logging(dir: &std::path::Path, extra: &str, filter: &str) -> Self {
         let config = dir.join("dial.toml");
         std::fs::write(
             &config,
             format!(
                 "data_dir = \"{}\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\n[encryption]\nsecret = \"x\"\n\n\
                  [keys.{API_KEY}]\nproject = \"bench\"\nroles = [\"user\"]\n\n[handlers]\ncache_dir = \"{}\"\n\n\
-                 [log]\nfilter = \"warn\"\n\n{extra}",
+                 [log]\nfilter = \"{filter}\"\n\n{extra}",
                 dir.join("data").display(),
                 dir.join("handler-cache").display()
             ),
