@@ -55,7 +55,11 @@ async fn run() {
         declaration()
     );
     // At `info`, as in production: every call writes its access-log line.
-    let server = ServerProcess::start_logging(dir.path(), &extra, "info");
+    let server = ServerProcess::start_logging(
+        dir.path(),
+        &extra,
+        &std::env::var("BENCH_LOG_FILTER").unwrap_or_else(|_| "info".into()),
+    );
     let client = reqwest::Client::builder().tcp_nodelay(true).build().unwrap();
     let body = serde_json::json!({"model": "bench", "messages": [{"role": "user", "content": "hi"}]});
     let streaming =
