@@ -99,7 +99,7 @@ fn load_config(arg: &ConfigArg) -> anyhow::Result<Config> {
 /// after the configuration is read.
 fn serve(arg: ConfigArg) -> anyhow::Result<ExitCode> {
     let config = load_config(&arg)?;
-    telemetry::init(&config.log);
+    let _logs = telemetry::init(&config.log);
     server::check_settings(&config)?;
     let runtime = runtime(config.server.blocking_threads)?;
     runtime.block_on(async { server::serve(server::prepare(config)?).await })?;
@@ -108,7 +108,7 @@ fn serve(arg: ConfigArg) -> anyhow::Result<ExitCode> {
 
 async fn check_config(arg: ConfigArg) -> anyhow::Result<ExitCode> {
     let config = load_config(&arg)?;
-    telemetry::init(&config.log);
+    let _logs = telemetry::init(&config.log);
     if config.encryption.secret.is_none() {
         println!(
             "note: encryption.secret is unset; a generated one in {} will be used (fine for one instance only)",

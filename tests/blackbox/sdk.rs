@@ -75,9 +75,11 @@ user_roles = ["admin"]
         format!("{}/anthropic/deployments/{deployment}", self.server.url)
     }
 
-    /// The server's JSON log lines.
-    fn log(&self) -> Vec<Value> {
-        self.server.logged().iter().filter_map(|line| serde_json::from_str(line).ok()).collect()
+    /// The server's JSON log lines, once one of them satisfies `until`.
+    fn log(&self, until: impl Fn(&Value) -> bool) -> Vec<Value> {
+        let parse =
+            |lines: &[String]| -> Vec<Value> { lines.iter().filter_map(|l| serde_json::from_str(l).ok()).collect() };
+        parse(&self.server.logged_once(|lines| parse(lines).iter().any(&until)))
     }
 
     async fn metrics(&self) -> String {
@@ -192,11 +194,10 @@ async fn a_silent_application_ends_the_stream_with_an_error_event() {
             out["error"].as_str().unwrap_or_else(|| panic!("{script}: the stream ended as if complete: {out}"));
         assert!(message.contains("stopped answering"), "{script}: {out}");
     }
-    let stopped: Vec<Value> = f
-        .log()
-        .into_iter()
-        .filter(|line| line["message"] == "the application's answer stopped before its end")
-        .collect();
+    let is_stop = |line: &String| line.contains("the application's answer stopped before its end");
+    let lines = f.server.logged_once(|lines| lines.iter().filter(|line| is_stop(line)).count() == 2);
+    let stopped: Vec<Value> =
+        lines.iter().filter(|line| is_stop(line)).map(|line| serde_json::from_str(line).unwrap()).collect();
     assert_eq!(stopped.len(), 2, "{stopped:?}");
     assert!(stopped.iter().all(|line| line["deployment"] == "echo"), "{stopped:?}");
 }
@@ -270,7 +271,7 @@ async fn operators_get_an_access_log_structured_audit_and_per_deployment_metrics
     let consent = format!("/v1/consent/applications/{}/declared/admin-consent", f.admin.bucket);
     assert_eq!(f.server.client().post(&consent, &f.admin.auth(), "{}").await.status, 200);
 
-    let log = f.log();
+    let log = f.log(|line| line["event"] == "admin_consent_grant");
     let access: Vec<&Value> = log.iter().filter(|line| line["target"] == "dial_host::access").collect();
     let call = access
         .iter()

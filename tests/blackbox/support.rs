@@ -134,6 +134,20 @@ impl Server {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// The log lines so far, once `until` holds for them (the server writes
+    /// its log from a background thread, so a line may trail its request),
+    /// or after 10 s.
+    pub fn logged_once(&self, until: impl Fn(&[String]) -> bool) -> Vec<String> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let lines = self.logged();
+            if until(&lines) || std::time::Instant::now() > deadline {
+                return lines;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// `host:port` of the listener.
     pub fn address(&self) -> &str {
         self.url.strip_prefix("http://").unwrap_or(&self.url)
