@@ -11,9 +11,15 @@
 //!   the idle timeout fails, and the connection (with the response stream it
 //!   was sending) is dropped;
 //! - the same bound on request bodies, while a handler waits for them;
-//! - a connection limit: at the limit the loop stops accepting, so new
-//!   connections wait in the kernel's listen backlog instead of failing
-//!   with `Too many open files`;
+//! - a connection limit: at the limit the connection idle longest (one
+//!   with no request in progress: idle keep-alive, or connected without a
+//!   whole request head yet) is closed to make room for the next, as nginx
+//!   reuses idle keep-alive connections. Otherwise a flood of idle
+//!   connections — each replaced as the header-read timeout reclaims it —
+//!   would hold every slot and the listen backlog, and no new client would
+//!   be served. When every connection has a request in progress, new ones
+//!   wait in the kernel's listen backlog instead of failing with `Too many
+//!   open files`;
 //! - `TCP_NODELAY`: without it, the last small write of a streamed response
 //!   waits for the client's delayed ACK (about 40 ms per request on a
 //!   keep-alive connection);
@@ -22,11 +28,12 @@
 //!   and a keep-alive client must not send its next request on it;
 //! - a graceful stop that waits a bounded time for requests in flight.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
@@ -125,27 +132,17 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ConnectionLimits,
     );
     let app = bounded(app, limits.idle_timeout);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let open = Arc::new(OpenConnections::default());
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
     let (mut at_limit, mut accept_failing) = (Throttle::default(), Throttle::default());
     tokio::pin!(shutdown);
     loop {
-        let slot = match slots.clone().try_acquire_owned() {
-            Ok(slot) => slot,
-            Err(_) => {
-                if at_limit.due() {
-                    tracing::warn!(
-                        max_connections = limits.max_connections,
-                        "connection limit reached: new connections wait until one closes (server.max_connections)"
-                    );
-                }
-                tokio::select! {
-                    slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
-                    () = &mut shutdown => break,
-                }
-            }
-        };
+        // Accepted before a slot is free: at the limit, this connection is
+        // the one room is made for (one descriptor over the limit, within
+        // the reserve), and while every slot has a request in progress the
+        // next ones wait in the backlog.
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -156,12 +153,37 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ConnectionLimits,
             },
             () = &mut shutdown => break,
         };
-        let connection = http.serve_connection(io(stream, limits.idle_timeout), TowerToHyperService::new(app.clone()));
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%peer, %error, "connection ended with an error");
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                let made_room = open.close_idlest();
+                if at_limit.due() {
+                    tracing::warn!(
+                        max_connections = limits.max_connections,
+                        made_room,
+                        "connection limit reached: idle connections are closed to make room, new connections wait \
+                         while every one has a request in progress (server.max_connections)"
+                    );
+                }
+                tokio::select! {
+                    slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+                    () = &mut shutdown => break,
+                }
             }
+        };
+        let (id, state) = open.add();
+        let service = tracked(TowerToHyperService::new(app.clone()), state.clone());
+        let connection = graceful.watch(http.serve_connection(io(stream, limits.idle_timeout), service));
+        let open = open.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                ended = connection => if let Err(error) = ended {
+                    tracing::debug!(%peer, %error, "connection ended with an error");
+                },
+                // Closed to make room: dropping it closes the socket.
+                () = state.close.notified() => tracing::debug!(%peer, "idle connection closed to make room"),
+            }
+            open.remove(id);
             drop(slot);
         });
     }
@@ -169,6 +191,144 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ConnectionLimits,
     drop(listener);
     if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
         tracing::warn!("requests still in flight after {} s; stopping anyway", DRAIN_TIMEOUT.as_secs());
+    }
+}
+
+/// A connection's phases, as the accept loop sees them.
+const IDLE: u8 = 0;
+const BUSY: u8 = 1;
+const CLOSING: u8 = 2;
+
+/// One open connection: whether a request is in progress on it, since when
+/// it has been idle, and the signal that closes it.
+struct ConnectionState {
+    phase: AtomicU8,
+    /// [`clock_ms`] when it was accepted or its last response was sent.
+    idle_since: AtomicU64,
+    close: tokio::sync::Notify,
+}
+
+/// Every open connection, for the accept loop to close the one idle longest
+/// when it needs room.
+#[derive(Default)]
+struct OpenConnections {
+    next_id: AtomicU64,
+    states: std::sync::Mutex<HashMap<u64, Arc<ConnectionState>>>,
+}
+
+impl OpenConnections {
+    fn add(&self) -> (u64, Arc<ConnectionState>) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let state = Arc::new(ConnectionState {
+            phase: AtomicU8::new(IDLE),
+            idle_since: AtomicU64::new(clock_ms()),
+            close: tokio::sync::Notify::new(),
+        });
+        self.states.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id, state.clone());
+        (id, state)
+    }
+
+    fn remove(&self, id: u64) {
+        self.states.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id);
+    }
+
+    /// Closes the connection idle longest, if any is idle; whether one was.
+    /// Idle and closing is one step (a compare-and-swap), so a request that
+    /// begins meanwhile keeps its connection and the next idlest goes.
+    fn close_idlest(&self) -> bool {
+        let states = self.states.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut idle: Vec<&Arc<ConnectionState>> =
+            states.values().filter(|state| state.phase.load(Ordering::Acquire) == IDLE).collect();
+        idle.sort_unstable_by_key(|state| state.idle_since.load(Ordering::Relaxed));
+        idle.into_iter().any(|state| {
+            let closing = state.phase.compare_exchange(IDLE, CLOSING, Ordering::AcqRel, Ordering::Acquire).is_ok();
+            if closing {
+                state.close.notify_one();
+            }
+            closing
+        })
+    }
+}
+
+/// A request in progress on a connection, from its head to the end of its
+/// response (it rides on the response body, which hyper drops once sent).
+struct Busy(Arc<ConnectionState>);
+
+impl Busy {
+    fn begin(state: &Arc<ConnectionState>) -> Option<Self> {
+        state.phase.compare_exchange(IDLE, BUSY, Ordering::AcqRel, Ordering::Acquire).ok().map(|_| Self(state.clone()))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.idle_since.store(clock_ms(), Ordering::Relaxed);
+        self.0.phase.store(IDLE, Ordering::Release);
+    }
+}
+
+/// Milliseconds on a monotonic clock: what idle periods are compared by.
+fn clock_ms() -> u64 {
+    static START: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+    START.elapsed().as_millis() as u64
+}
+
+/// `service` with each request marked as in progress on its connection; a
+/// request whose head arrives on a connection being closed to make room is
+/// answered 503 with `Connection: close` (it was idle when it was chosen).
+fn tracked<S>(
+    service: S,
+    state: Arc<ConnectionState>,
+) -> impl hyper::service::Service<
+    Request<hyper::body::Incoming>,
+    Response = Response,
+    Error = std::convert::Infallible,
+    Future = Pin<Box<dyn Future<Output = Result<Response, std::convert::Infallible>> + Send>>,
+> + Clone
+where
+    S: hyper::service::Service<Request<hyper::body::Incoming>, Response = Response, Error = std::convert::Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    hyper::service::service_fn(move |request| {
+        let busy = Busy::begin(&state);
+        let call = busy.is_some().then(|| service.call(request));
+        let answer: Pin<Box<dyn Future<Output = _> + Send>> = Box::pin(async move {
+            let (Some(busy), Some(call)) = (busy, call) else {
+                let mut refused = Response::new(Body::from("The connection was closed to make room; retry"));
+                *refused.status_mut() = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+                refused.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+                return Ok(refused);
+            };
+            let response = call.await?;
+            Ok(response.map(|body| Body::new(InProgress { inner: body, _busy: busy })))
+        });
+        answer
+    })
+}
+
+/// A response body that keeps its request in progress until hyper drops it.
+struct InProgress {
+    inner: Body,
+    _busy: Busy,
+}
+
+impl http_body::Body for InProgress {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
