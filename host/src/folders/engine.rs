@@ -519,12 +519,10 @@ pub struct Committed {
     pub created: bool,
 }
 
-/// One page of a listing.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// One page of a listing (`listing_json` writes its nodes as DIAL does).
+#[derive(Debug, Clone)]
 pub struct Listing {
     pub items: Vec<ListedNode>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub next_token: Option<String>,
 }
 
@@ -544,12 +542,6 @@ impl ListedNode {
             Self::Resource { url, .. } | Self::Folder { url, .. } => url,
             Self::File { resource, .. } | Self::FileDirectory { resource, .. } => resource,
         }
-    }
-}
-
-impl Serialize for ListedNode {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        super::listing_json::node_json(self).serialize(serializer)
     }
 }
 
@@ -1450,39 +1442,47 @@ impl FolderEngine {
     }
 
     /// Files of the current version under `dir` (the resource root when
-    /// empty), from the marker's manifest.
+    /// empty), from the marker's manifest, paged as every listing is: in the
+    /// order of their keys — a file's path, a directory's path with its `/`
+    /// (where its first file sorts) — after the key `token` names, at most
+    /// `limit`, the last key returned as the next token.
     pub fn list_files(
         &self,
         node: &Node,
         marker: &ResourceMarker,
         dir: &str,
         recursive: bool,
-    ) -> Result<Vec<ListedNode>, FolderError> {
+        token: Option<&str>,
+        limit: usize,
+    ) -> Result<Listing, FolderError> {
         let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
-        let mut items = Vec::new();
-        let mut directories = std::collections::BTreeSet::new();
-        for (path, record) in marker.files.range(prefix.clone()..) {
-            let Some(rest) = path.strip_prefix(&prefix) else { break };
-            match rest.split_once('/') {
-                Some((subdir, _)) if !recursive => {
-                    directories.insert(format!("{prefix}{subdir}"));
-                }
-                _ => items.push(ListedNode::File {
-                    resource: node.url.clone(),
-                    path: path.clone(),
-                    record: record.clone(),
-                }),
-            }
-        }
-        if items.is_empty() && directories.is_empty() && !dir.is_empty() {
+        let exists =
+            dir.is_empty() || marker.files.range(prefix.clone()..).next().is_some_and(|(p, _)| p.starts_with(&prefix));
+        if !exists {
             return Err(FolderError::NotFound(format!("{}/files/{dir}/", node.item_url())));
         }
-        let mut nodes: Vec<ListedNode> = directories
-            .into_iter()
-            .map(|path| ListedNode::FileDirectory { resource: node.url.clone(), path })
-            .collect();
-        nodes.extend(items);
-        Ok(nodes)
+        let after = token.filter(|token| *token > prefix.as_str());
+        let mut items = Vec::new();
+        let mut last: Option<String> = None;
+        let mut next_token = None;
+        for (path, record) in marker.files.range(after.unwrap_or(&prefix).to_string()..) {
+            let Some(rest) = path.strip_prefix(&prefix) else { break };
+            let directory = rest.split_once('/').filter(|_| !recursive).map(|(subdir, _)| format!("{prefix}{subdir}"));
+            let key = directory.as_ref().map_or_else(|| path.clone(), |directory| format!("{directory}/"));
+            if after.is_some_and(|after| key.as_str() <= after) || last.as_ref() == Some(&key) {
+                continue;
+            }
+            if items.len() == limit {
+                next_token = last;
+                break;
+            }
+            items.push(match directory {
+                Some(path) => ListedNode::FileDirectory { resource: node.url.clone(), path },
+                None => ListedNode::File { resource: node.url.clone(), path: path.clone(), record: record.clone() },
+            });
+            last = Some(key);
+        }
+        Ok(Listing { items, next_token })
     }
 
     // ----- plumbing -----------------------------------------------------
