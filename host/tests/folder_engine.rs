@@ -600,7 +600,9 @@ async fn a_re_create_waiting_for_the_purged_markers_delete_creates_it_anew() {
     });
     gate.arrived.notified().await;
     gate.release_one();
-    gate.arrived.notified().await;
+    tokio::time::timeout(Duration::from_secs(30), gate.arrived.notified())
+        .await
+        .expect("the sweep deletes the purged tombstone's marker");
     assert!(store.get(&target.paths().resource_marker()).await.is_ok(), "held before the marker's delete");
     let recreate = tokio::spawn({
         let (engine, handler) = (engine.clone(), handler.clone());
