@@ -233,20 +233,22 @@ impl OpenConnections {
     }
 
     /// Closes the connection idle longest, if any is idle; whether one was.
-    /// Idle and closing is one step (a compare-and-swap), so a request that
-    /// begins meanwhile keeps its connection and the next idlest goes.
+    /// Idle to closing is one step (a compare-and-swap): a connection whose
+    /// request begins meanwhile keeps it (it is busy now, so the next look
+    /// passes over it) and the next idlest goes.
     fn close_idlest(&self) -> bool {
         let states = self.states.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut idle: Vec<&Arc<ConnectionState>> =
-            states.values().filter(|state| state.phase.load(Ordering::Acquire) == IDLE).collect();
-        idle.sort_unstable_by_key(|state| state.idle_since.load(Ordering::Relaxed));
-        idle.into_iter().any(|state| {
-            let closing = state.phase.compare_exchange(IDLE, CLOSING, Ordering::AcqRel, Ordering::Acquire).is_ok();
-            if closing {
+        loop {
+            let idlest = states
+                .values()
+                .filter(|state| state.phase.load(Ordering::Acquire) == IDLE)
+                .min_by_key(|state| state.idle_since.load(Ordering::Relaxed));
+            let Some(state) = idlest else { return false };
+            if state.phase.compare_exchange(IDLE, CLOSING, Ordering::AcqRel, Ordering::Acquire).is_ok() {
                 state.close.notify_one();
+                return true;
             }
-            closing
-        })
+        }
     }
 }
 
@@ -494,6 +496,31 @@ mod tests {
         assert_eq!(max_connections(Some(100), Some(1024)), 100);
         assert_eq!(max_connections(Some(5000), Some(1024)), 480);
         assert_eq!(max_connections(None, Some(10)), 1, "never zero");
+    }
+
+    #[test]
+    fn making_room_closes_the_connection_idle_longest_and_never_one_with_a_request_in_progress() {
+        let open = OpenConnections::default();
+        let phase = |state: &Arc<ConnectionState>| state.phase.load(Ordering::Acquire);
+        let (_, newer) = open.add();
+        let (_, busy) = open.add();
+        let (_, oldest) = open.add();
+        newer.idle_since.store(20, Ordering::Relaxed);
+        busy.idle_since.store(5, Ordering::Relaxed);
+        oldest.idle_since.store(10, Ordering::Relaxed);
+        let request = Busy::begin(&busy).expect("an idle connection takes a request");
+
+        assert!(open.close_idlest());
+        assert_eq!([phase(&oldest), phase(&busy), phase(&newer)], [CLOSING, BUSY, IDLE]);
+        assert!(Busy::begin(&oldest).is_none(), "a connection being closed takes no request");
+        // Its response sent, the busy one is idle from now on (the clock is
+        // past 20 ms by then): the other goes first.
+        std::thread::sleep(Duration::from_millis(30));
+        drop(request);
+        assert!(open.close_idlest());
+        assert_eq!([phase(&busy), phase(&newer)], [IDLE, CLOSING]);
+        assert!(open.close_idlest());
+        assert!(!open.close_idlest(), "nothing idle is left");
     }
 
     #[test]
