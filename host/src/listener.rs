@@ -12,9 +12,10 @@
 //!   was sending) is dropped;
 //! - the same bound on request bodies, while a handler waits for them;
 //! - a connection limit: at the limit the connection idle longest (one
-//!   with no request in progress: idle keep-alive, or connected without a
-//!   whole request head yet) is closed to make room for the next, as nginx
-//!   reuses idle keep-alive connections. Otherwise a flood of idle
+//!   with no request in progress and nothing left to read — idle
+//!   keep-alive, or connected without a whole request head yet — for at
+//!   least 100 ms) is closed to make room for the next, as nginx reuses idle
+//!   keep-alive connections. Otherwise a flood of idle
 //!   connections — each replaced as the header-read timeout reclaims it —
 //!   would hold every slot and the listen backlog, and no new client would
 //!   be served. When every connection has a request in progress, new ones
@@ -156,24 +157,22 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ConnectionLimits,
         let slot = match slots.clone().try_acquire_owned() {
             Ok(slot) => slot,
             Err(_) => {
-                let made_room = open.close_idlest();
                 if at_limit.due() {
                     tracing::warn!(
                         max_connections = limits.max_connections,
-                        made_room,
                         "connection limit reached: idle connections are closed to make room, new connections wait \
                          while every one has a request in progress (server.max_connections)"
                     );
                 }
                 tokio::select! {
-                    slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+                    slot = make_room(&open, &slots) => slot,
                     () = &mut shutdown => break,
                 }
             }
         };
         let (id, state) = open.add();
         let service = tracked(TowerToHyperService::new(app.clone()), state.clone());
-        let connection = graceful.watch(http.serve_connection(io(stream, limits.idle_timeout), service));
+        let connection = graceful.watch(http.serve_connection(io(stream, limits.idle_timeout, state.clone()), service));
         let open = open.clone();
         tokio::spawn(async move {
             tokio::select! {
@@ -194,18 +193,57 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ConnectionLimits,
     }
 }
 
-/// A connection's phases, as the accept loop sees them.
-const IDLE: u8 = 0;
-const BUSY: u8 = 1;
-const CLOSING: u8 = 2;
+/// A connection's phases, as the accept loop sees them. Only an idle one
+/// may be closed to make room: one that waits for its client (its last read
+/// found nothing) with no request in progress, for at least [`IDLE_GRACE`].
+/// A connection just accepted, or with bytes to parse, is *reading* until it
+/// has read all there is, so a client that sent its request with the
+/// connection is never closed before the server has looked at it, however
+/// busy the server is; the grace covers a request that follows its
+/// connection by a moment.
+const READING: u8 = 0;
+const IDLE: u8 = 1;
+const BUSY: u8 = 2;
+const CLOSING: u8 = 3;
 
-/// One open connection: whether a request is in progress on it, since when
-/// it has been idle, and the signal that closes it.
+/// How long a connection is idle before it may be closed to make room.
+const IDLE_GRACE: Duration = Duration::from_millis(100);
+
+/// One open connection: its phase, when its idle period began, and the
+/// signal that closes it.
 struct ConnectionState {
     phase: AtomicU8,
-    /// [`clock_ms`] when it was accepted or its last response was sent.
+    /// Where its idle period began in the order of all idle periods (a
+    /// counter, so no two are equal: the oldest goes first).
     idle_since: AtomicU64,
+    /// When its idle period began ([`clock_ms`]), for the grace.
+    idle_at_ms: AtomicU64,
     close: tokio::sync::Notify,
+}
+
+impl ConnectionState {
+    /// Its last read found no bytes: idle, unless a request is in progress.
+    fn waiting_for_client(&self) {
+        if self.phase.load(Ordering::Acquire) == READING {
+            self.idle_since.store(IDLE_ORDER.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+            self.idle_at_ms.store(clock_ms(), Ordering::Relaxed);
+            let _ = self.phase.compare_exchange(READING, IDLE, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+
+    /// Bytes arrived: reading them until the next read finds none.
+    fn bytes_arrived(&self) {
+        let _ = self.phase.compare_exchange(IDLE, READING, Ordering::AcqRel, Ordering::Acquire);
+    }
+}
+
+/// The order in which connections became idle.
+static IDLE_ORDER: AtomicU64 = AtomicU64::new(0);
+
+/// Milliseconds on a monotonic clock.
+fn clock_ms() -> u64 {
+    static START: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+    START.elapsed().as_millis() as u64
 }
 
 /// Every open connection, for the accept loop to close the one idle longest
@@ -220,8 +258,9 @@ impl OpenConnections {
     fn add(&self) -> (u64, Arc<ConnectionState>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let state = Arc::new(ConnectionState {
-            phase: AtomicU8::new(IDLE),
-            idle_since: AtomicU64::new(clock_ms()),
+            phase: AtomicU8::new(READING),
+            idle_since: AtomicU64::new(0),
+            idle_at_ms: AtomicU64::new(0),
             close: tokio::sync::Notify::new(),
         });
         self.states.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id, state.clone());
@@ -232,16 +271,19 @@ impl OpenConnections {
         self.states.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id);
     }
 
-    /// Closes the connection idle longest, if any is idle; whether one was.
-    /// Idle to closing is one step (a compare-and-swap): a connection whose
-    /// request begins meanwhile keeps it (it is busy now, so the next look
-    /// passes over it) and the next idlest goes.
-    fn close_idlest(&self) -> bool {
+    /// Closes the connection idle longest, if one has been idle for the
+    /// grace at `now_ms`; whether one was. Idle to closing is one step (a
+    /// compare-and-swap): a connection whose request or bytes arrive
+    /// meanwhile keeps it (it is no longer idle, so the next look passes over
+    /// it) and the next idlest goes.
+    fn close_idlest(&self, now_ms: u64) -> bool {
+        let grace = IDLE_GRACE.as_millis() as u64;
         let states = self.states.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         loop {
             let idlest = states
                 .values()
                 .filter(|state| state.phase.load(Ordering::Acquire) == IDLE)
+                .filter(|state| state.idle_at_ms.load(Ordering::Relaxed).saturating_add(grace) <= now_ms)
                 .min_by_key(|state| state.idle_since.load(Ordering::Relaxed));
             let Some(state) = idlest else { return false };
             if state.phase.compare_exchange(IDLE, CLOSING, Ordering::AcqRel, Ordering::Acquire).is_ok() {
@@ -252,27 +294,92 @@ impl OpenConnections {
     }
 }
 
+/// A connection slot: the one the connection closed to make room gives back,
+/// or the next one any connection gives back. While no connection has been
+/// idle for the grace, it looks again every half grace.
+async fn make_room(open: &OpenConnections, slots: &Arc<Semaphore>) -> tokio::sync::OwnedSemaphorePermit {
+    loop {
+        let closing = open.close_idlest(clock_ms());
+        tokio::select! {
+            slot = slots.clone().acquire_owned() => return slot.expect("the semaphore is never closed"),
+            () = tokio::time::sleep(IDLE_GRACE / 2), if !closing => {}
+        }
+    }
+}
+
 /// A request in progress on a connection, from its head to the end of its
 /// response (it rides on the response body, which hyper drops once sent).
 struct Busy(Arc<ConnectionState>);
 
 impl Busy {
+    /// `None` once the connection is being closed to make room.
     fn begin(state: &Arc<ConnectionState>) -> Option<Self> {
-        state.phase.compare_exchange(IDLE, BUSY, Ordering::AcqRel, Ordering::Acquire).ok().map(|_| Self(state.clone()))
+        let mut phase = state.phase.load(Ordering::Acquire);
+        while phase == READING || phase == IDLE {
+            match state.phase.compare_exchange(phase, BUSY, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some(Self(state.clone())),
+                Err(now) => phase = now,
+            }
+        }
+        None
     }
 }
 
 impl Drop for Busy {
+    /// The response is sent: the connection reads its next request (idle
+    /// once nothing more has arrived).
     fn drop(&mut self) {
-        self.0.idle_since.store(clock_ms(), Ordering::Relaxed);
-        self.0.phase.store(IDLE, Ordering::Release);
+        let _ = self.0.phase.compare_exchange(BUSY, READING, Ordering::AcqRel, Ordering::Acquire);
     }
 }
 
-/// Milliseconds on a monotonic clock: what idle periods are compared by.
-fn clock_ms() -> u64 {
-    static START: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
-    START.elapsed().as_millis() as u64
+/// A connection's socket, telling its state whether its reads find bytes.
+struct Watched<S> {
+    inner: S,
+    state: Arc<ConnectionState>,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        match &read {
+            Poll::Pending => self.state.waiting_for_client(),
+            Poll::Ready(Ok(())) if buf.filled().len() > before => self.state.bytes_arrived(),
+            Poll::Ready(_) => {}
+        }
+        read
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
 }
 
 /// `service` with each request marked as in progress on its connection; a
@@ -335,8 +442,13 @@ impl http_body::Body for InProgress {
 }
 
 /// The socket as hyper drives it: no Nagle delay, writes that stall for
-/// `idle_timeout` fail with `TimedOut`.
-fn io(stream: TcpStream, idle_timeout: Duration) -> TokioIo<Pin<Box<TimeoutStream<TcpStream>>>> {
+/// `idle_timeout` fail with `TimedOut`, reads watched for the connection's
+/// phase.
+fn io(
+    stream: TcpStream,
+    idle_timeout: Duration,
+    state: Arc<ConnectionState>,
+) -> TokioIo<Watched<Pin<Box<TimeoutStream<TcpStream>>>>> {
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%error, "setting TCP_NODELAY failed");
     }
@@ -346,7 +458,7 @@ fn io(stream: TcpStream, idle_timeout: Duration) -> TokioIo<Pin<Box<TimeoutStrea
     // request-body timeout instead.
     let mut stream = TimeoutStream::new(stream);
     stream.set_write_timeout(Some(idle_timeout));
-    TokioIo::new(Box::pin(stream))
+    TokioIo::new(Watched { inner: Box::pin(stream), state })
 }
 
 /// The router with the per-request bounds: a request body that stalls for
@@ -499,28 +611,36 @@ mod tests {
     }
 
     #[test]
-    fn making_room_closes_the_connection_idle_longest_and_never_one_with_a_request_in_progress() {
+    fn making_room_closes_the_connection_idle_longest_and_never_one_reading_or_with_a_request_in_progress() {
         let open = OpenConnections::default();
         let phase = |state: &Arc<ConnectionState>| state.phase.load(Ordering::Acquire);
-        let (_, newer) = open.add();
-        let (_, busy) = open.add();
+        let later = |ms: u64| clock_ms() + IDLE_GRACE.as_millis() as u64 + ms;
         let (_, oldest) = open.add();
-        newer.idle_since.store(20, Ordering::Relaxed);
-        busy.idle_since.store(5, Ordering::Relaxed);
-        oldest.idle_since.store(10, Ordering::Relaxed);
+        let (_, busy) = open.add();
+        let (_, newer) = open.add();
+        let (_, fresh) = open.add();
+        assert!(!open.close_idlest(later(0)), "connections not yet read from are not idle");
+        for state in [&oldest, &busy, &newer] {
+            state.waiting_for_client();
+        }
+        assert!(!open.close_idlest(clock_ms()), "none has been idle for the grace yet");
         let request = Busy::begin(&busy).expect("an idle connection takes a request");
 
-        assert!(open.close_idlest());
-        assert_eq!([phase(&oldest), phase(&busy), phase(&newer)], [CLOSING, BUSY, IDLE]);
+        assert!(open.close_idlest(later(0)));
+        assert_eq!([phase(&oldest), phase(&busy), phase(&newer), phase(&fresh)], [CLOSING, BUSY, IDLE, READING]);
         assert!(Busy::begin(&oldest).is_none(), "a connection being closed takes no request");
-        // Its response sent, the busy one is idle from now on (the clock is
-        // past 20 ms by then): the other goes first.
-        std::thread::sleep(Duration::from_millis(30));
+        // Its response sent, the busy one reads again, and is idle from when
+        // its read finds nothing: after the other one.
         drop(request);
-        assert!(open.close_idlest());
-        assert_eq!([phase(&busy), phase(&newer)], [IDLE, CLOSING]);
-        assert!(open.close_idlest());
-        assert!(!open.close_idlest(), "nothing idle is left");
+        assert_eq!(phase(&busy), READING);
+        busy.waiting_for_client();
+        newer.bytes_arrived();
+        newer.waiting_for_client();
+        assert!(open.close_idlest(later(0)));
+        assert_eq!([phase(&busy), phase(&newer)], [CLOSING, IDLE]);
+        assert!(open.close_idlest(later(0)));
+        assert!(!open.close_idlest(later(0)), "nothing idle is left");
+        assert_eq!(phase(&fresh), READING);
     }
 
     #[test]
