@@ -30,8 +30,9 @@ pub struct InstrumentedStore {
     gate: Mutex<Option<Gate>>,
 }
 
-/// Writes to paths ending in `suffix` wait for a permit; `arrived` is
-/// notified as each reaches the gate, `waiting` counts those held now.
+/// Writes (and deletes) of paths ending in `suffix` wait for a permit;
+/// `arrived` is notified as each reaches the gate, `waiting` counts those
+/// held now.
 #[derive(Debug, Clone)]
 pub struct Gate {
     suffix: String,
@@ -79,12 +80,7 @@ impl InstrumentedStore {
 
     async fn pass_gate(&self, location: &Path) {
         let gate = self.gate.lock().unwrap().clone();
-        if let Some(gate) = gate.filter(|g| location.as_ref().ends_with(&g.suffix)) {
-            gate.waiting.fetch_add(1, Ordering::SeqCst);
-            gate.arrived.notify_one();
-            gate.permits.acquire().await.expect("gate open").forget();
-            gate.waiting.fetch_sub(1, Ordering::SeqCst);
-        }
+        pass(gate, location).await;
     }
 
     /// Fails the `fail_at`-th write from now on (1-based), and every later one.
@@ -122,6 +118,15 @@ impl InstrumentedStore {
 
     fn listing(&self) {
         self.listings.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+async fn pass(gate: Option<Gate>, location: &Path) {
+    if let Some(gate) = gate.filter(|g| location.as_ref().ends_with(&g.suffix)) {
+        gate.waiting.fetch_add(1, Ordering::SeqCst);
+        gate.arrived.notify_one();
+        gate.permits.acquire().await.expect("gate open").forget();
+        gate.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -167,10 +172,22 @@ impl ObjectStore for InstrumentedStore {
         &self,
         locations: BoxStream<'static, object_store::Result<Path>>,
     ) -> BoxStream<'static, object_store::Result<Path>> {
-        match self.write() {
-            Ok(()) => self.inner.delete_stream(locations),
-            Err(error) => stream::once(async move { Err(error) }).boxed(),
+        if let Err(error) = self.write() {
+            return stream::once(async move { Err(error) }).boxed();
         }
+        let gate = self.gate.lock().unwrap().clone();
+        let gated = locations
+            .then(move |location| {
+                let gate = gate.clone();
+                async move {
+                    if let Ok(path) = &location {
+                        pass(gate, path).await;
+                    }
+                    location
+                }
+            })
+            .boxed();
+        self.inner.delete_stream(gated)
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {

@@ -223,9 +223,12 @@ fn access(value: Option<&RawValue>, label: &str, issues: &mut Vec<String>) -> Ve
 }
 
 /// The target grammar: `{type}/{bucket}/{path…}` (a trailing `/` names a
-/// folder), checked on percent-decoded segments.
+/// folder), checked on percent-decoded segments. A whole bucket is a folder
+/// like any other (`skills/{current-user}/`, `files/public/`: DIAL Core's
+/// own tests declare exactly these); only a bare type root is refused.
 fn check_target(path: &str, policy: &DeclarationPolicy, label: &str, issues: &mut Vec<String>) {
     let mut bad = |why: String| issues.push(format!("{label}: target '{path}' {why}"));
+    let folder = path.ends_with('/');
     let body = path.strip_suffix('/').unwrap_or(path);
     let segments: Vec<String> = body
         .split('/')
@@ -243,8 +246,10 @@ fn check_target(path: &str, policy: &DeclarationPolicy, label: &str, issues: &mu
     if bucket != CURRENT_USER && (bucket.is_empty() || !bucket.bytes().all(|b| b.is_ascii_alphanumeric())) {
         bad(format!("has bucket '{bucket}': a bucket id or {CURRENT_USER}"));
     }
-    if below.is_empty() {
-        bad("names a whole bucket: name something below it".into());
+    // `{type}/{bucket}` without the `/` is neither the bucket (a folder) nor
+    // an item in it.
+    if below.is_empty() && !folder {
+        bad(format!("names a bucket as an item: its folder is {path}/"));
     }
     for segment in below {
         match segment.as_str() {
@@ -415,7 +420,7 @@ mod tests {
     fn every_issue_is_reported() {
         let found = issues(
             r#"[{"kind": "other", "link_id": "a", "target": {"path": "system/x/y"}, "access": []},
-                {"kind": "dial.resourceLink", "link_id": "a", "target": {"path": "files/{current-user}/"}, "access": ["SHARE"]},
+                {"kind": "dial.resourceLink", "link_id": "a", "target": {"path": "files"}, "access": ["SHARE"]},
                 {"kind": "dial.resourceLink", "link_id": "b", "target": {"path": "files/B/a/../b"}, "access": ["READ"]},
                 {"kind": "dial.resourceLink", "link_id": "c", "target": {"path": "files/B/x/{current-user}/y"}, "access": ["READ"]},
                 {"kind": "dial.resourceLink", "link_id": "d", "target": {"path": "files/B/*"}, "access": ["READ"]},
@@ -429,7 +434,7 @@ mod tests {
             "type 'system'",
             "access must not be empty",
             "'a' is declared twice",
-            "names a whole bucket",
+            "target 'files' must be {type}/{bucket}/{path…}",
             "'SHARE' is not READ or WRITE",
             "a . or .. segment",
             "placeholder outside the bucket",
@@ -444,6 +449,29 @@ mod tests {
             .map(|i| format!(r#"{{"kind":"dial.resourceLink","link_id":"l{i}","target":{{"path":"files/B/x"}},"access":["READ"]}}"#))
             .collect();
         assert!(issues(&format!("[{}]", many.join(",")))[0].contains("at most 100"));
+    }
+
+    /// DIAL Core's own declarations and validator tests: a whole bucket is a
+    /// folder target; a bare type root, or a bucket named as an item, is not.
+    #[test]
+    fn a_whole_bucket_is_a_folder_target() {
+        for path in ["skills/{current-user}/", "files/public/"] {
+            let record = format!(
+                r#"[{{"kind":"dial.resourceLink","link_id":"l","target":{{"path":"{path}"}},"access":["READ"]}}]"#
+            );
+            assert!(check(&record).is_ok(), "{path}: {:?}", check(&record));
+        }
+        for (path, why) in [
+            ("files", "must be {type}/{bucket}/{path…}"),
+            ("skills/", "must be {type}/{bucket}/{path…}"),
+            ("files/public", "names a bucket as an item: its folder is files/public/"),
+        ] {
+            let record = format!(
+                r#"[{{"kind":"dial.resourceLink","link_id":"l","target":{{"path":"{path}"}},"access":["READ"]}}]"#
+            );
+            let found = issues(&record).join("\n");
+            assert!(found.contains(why), "{path}: {found}");
+        }
     }
 
     #[test]

@@ -247,8 +247,9 @@ pub async fn check_ready(store: &dyn ObjectStore) -> Result<(), StorageError> {
 ///
 /// Every `put_opts` on a path (Overwrite and Create too) and every copy or rename onto it takes the path's
 /// lock, so nothing this process writes can slip between an Update's check and its write. Deletes are not
-/// serialised: never delete an object that is updated by compare-and-swap (the marker design keeps
-/// tombstones instead).
+/// serialised: delete an object that is updated by compare-and-swap only under a lock every writer of it
+/// holds from its check to its write (the sweep deletes a purged tombstone's marker under the resource
+/// lock, which every write over a tombstone holds).
 ///
 /// LocalFileSystem ETags are `inode-mtime-size`, not content hashes: a rewrite with the same bytes still
 /// changes the ETag, and in theory an ETag can recur (inode number reused within one timestamp tick with

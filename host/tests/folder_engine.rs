@@ -108,9 +108,7 @@ fn as_map(files: &[(&str, Vec<u8>)]) -> BTreeMap<String, Vec<u8>> {
 
 /// Every object left is a marker, a file of a version the marker keeps
 /// (current or retained), or a retained version's manifest; and every
-/// version the marker keeps is whole. A deleted resource leaves its
-/// tombstone marker, purged of files (markers are never deleted: stores
-/// cannot delete conditionally).
+/// version the marker keeps is whole. A deleted resource leaves nothing.
 async fn assert_no_orphans(engine: &FolderEngine, node: &Node) {
     let all: Vec<Path> = engine.store().list(None).map_ok(|m| m.location).try_collect().await.unwrap();
     let marker = engine.live_marker(node).await.unwrap();
@@ -126,13 +124,6 @@ async fn assert_no_orphans(engine: &FolderEngine, node: &Node) {
                 expected.push(node.paths().file(version, path));
             }
         }
-    } else if let Ok(stored) = engine.store().get(&node.paths().resource_marker()).await {
-        let tombstone: ResourceMarker = serde_json::from_slice(&stored.bytes().await.unwrap()).unwrap();
-        assert!(
-            tombstone.purged_at.is_some() && tombstone.files.is_empty(),
-            "a resource marker left after the sweep is a purged tombstone: {tombstone:?}"
-        );
-        expected.push(node.paths().resource_marker());
     }
     for path in &expected {
         assert!(all.contains(path), "{path} is referenced but missing");
@@ -524,6 +515,161 @@ async fn the_purge_leaves_a_re_create_that_committed_first_alone() {
     re_create_racing_the_purge(false).await;
 }
 
+/// Every object of the resources under `prefix`.
+async fn objects_below(engine: &FolderEngine, prefix: &Path) -> Vec<String> {
+    engine.store().list(Some(prefix)).map_ok(|meta| meta.location.to_string()).try_collect().await.unwrap()
+}
+
+/// Deleted resources leave nothing once swept (issue 23), so they cost a
+/// listing nothing: after the sweep, the store holds no object of them, and
+/// listing their folder reads as much as listing a folder that only ever
+/// held the live ones.
+async fn swept_tombstones_leave_nothing(store: Arc<InstrumentedStore>, locks: Arc<dyn LockService>) {
+    const LIVE: usize = 3;
+    const DELETED: usize = 20;
+    let handler = skill_handler().await;
+    let engine = engine_on(store.clone(), locks);
+    for i in 0..LIVE {
+        for folder in ["few", "many"] {
+            let target = node(&format!("{folder}/live-{i}"));
+            put_whole(&engine, &handler, &target, &old_files(), &Preconditions::default()).await.unwrap();
+        }
+    }
+    for i in 0..DELETED {
+        let target = node(&format!("many/gone-{i}"));
+        put_whole(&engine, &handler, &target, &old_files(), &Preconditions::default()).await.unwrap();
+        engine.delete_resource(&target, &Preconditions::default()).await.unwrap();
+    }
+    let report = engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_eq!(report.tombstones_finished, DELETED, "{report:?}");
+    let many = node("many/");
+    let left: Vec<String> =
+        objects_below(&engine, many.paths().base()).await.into_iter().filter(|p| p.contains("/gone-")).collect();
+    assert!(left.is_empty(), "objects of deleted resources after the sweep: {left:?}");
+
+    let mut reads = Vec::new();
+    for folder in ["few/", "many/"] {
+        store.take_reads();
+        let listing = engine.list(&node(folder), false, None, 100, &|_| true).await.unwrap();
+        assert_eq!(listing.items.len(), LIVE);
+        reads.push(store.take_reads());
+    }
+    assert_eq!(reads[0], reads[1], "(reads, listings) of a folder of {LIVE} with and without {DELETED} deleted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swept_tombstones_leave_nothing_in_memory() {
+    let store = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
+    swept_tombstones_leave_nothing(store, in_process_locks()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swept_tombstones_leave_nothing_on_s3_with_redis_locks() {
+    let Some(moto) = services::moto() else { return };
+    let Some(redis) = services::redis() else { return };
+    let client = redis::Client::open(redis.url.as_str()).unwrap();
+    let connection = client.get_connection_manager().await.unwrap();
+    let locks = dial_host::locks::from_config(Some(&connection), &LockConfig::default(), "swept:");
+    let store = Arc::new(InstrumentedStore::new(s3_store(&moto, "swept-tombstones")));
+    swept_tombstones_leave_nothing(store, locks).await;
+}
+
+/// The sweep deletes a purged tombstone's marker under the resource lock,
+/// which a re-create holds from its read of the marker to its write. Here
+/// the delete goes first: the re-create, staged meanwhile, waits for the
+/// lock, finds no marker and creates one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_create_waiting_for_the_purged_markers_delete_creates_it_anew() {
+    let handler = skill_handler().await;
+    let store = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
+    let engine = Arc::new(engine_with_grace(store.clone(), 1));
+    let target = node("s");
+    put_whole(&engine, &handler, &target, &old_files(), &Preconditions::default()).await.unwrap();
+    engine.delete_resource(&target, &Preconditions::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let new = vec![("SKILL.md", skill_md("back"))];
+    let mut staging = engine.stage(&target, &handler, &Preconditions::default()).await.unwrap();
+    for (path, content) in &new {
+        staging.add_file(path, body(content)).await.unwrap();
+    }
+    // The sweep's purge (a marker write), then its delete of the marker, wait at the gate.
+    let gate = store.hold_writes_to(".dial-resource");
+    let sweep = tokio::spawn({
+        let engine = engine.clone();
+        async move { engine.sweep().await }
+    });
+    gate.arrived.notified().await;
+    gate.release_one();
+    tokio::time::timeout(Duration::from_secs(30), gate.arrived.notified())
+        .await
+        .expect("the sweep deletes the purged tombstone's marker");
+    assert!(store.get(&target.paths().resource_marker()).await.is_ok(), "held before the marker's delete");
+    let recreate = tokio::spawn({
+        let (engine, handler) = (engine.clone(), handler.clone());
+        async move { engine.commit(staging, &handler, &Preconditions::default(), None).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!recreate.is_finished(), "the re-create waits for the lock the delete holds");
+    gate.open();
+    sweep.await.unwrap().unwrap();
+    let committed = recreate.await.unwrap().expect("the re-create commits after the delete");
+    assert!(committed.created);
+    assert_eq!(read_back(&engine, &target).await, Some(as_map(&new)));
+    engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_eq!(read_back(&engine, &target).await, Some(as_map(&new)), "the re-created resource survives");
+    assert_no_orphans(&engine, &target).await;
+}
+
+/// The other order: a re-create holding the resource lock at its marker
+/// write over a purged tombstone (a sweep that stopped before deleting the
+/// marker left it) commits; the sweep, waiting for the lock to delete the
+/// marker, then finds it live and leaves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_waiting_to_delete_a_purged_marker_leaves_a_re_create_that_got_in_first() {
+    let handler = skill_handler().await;
+    let store = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
+    let engine = Arc::new(engine_with_grace(store.clone(), 1));
+    let target = node("s");
+    put_whole(&engine, &handler, &target, &old_files(), &Preconditions::default()).await.unwrap();
+    engine.delete_resource(&target, &Preconditions::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // What a sweep that stopped right before the marker's delete leaves: the
+    // tombstone purged, its version deleted, its journal entry still there.
+    let marker = target.paths().resource_marker();
+    let mut purged: ResourceMarker =
+        serde_json::from_slice(&store.get(&marker).await.unwrap().bytes().await.unwrap()).unwrap();
+    let versions: Vec<String> = purged.referenced_versions().map(str::to_owned).collect();
+    purged.purged_at = Some(1);
+    purged.files.clear();
+    store.put(&marker, purged.to_json().into()).await.unwrap();
+    for version in versions {
+        for path in objects_below(&engine, &target.paths().version(&version)).await {
+            store.delete(&Path::from(path)).await.unwrap();
+        }
+    }
+
+    let new = vec![("SKILL.md", skill_md("back"))];
+    let gate = store.hold_writes_to(".dial-resource");
+    let recreate = tokio::spawn({
+        let (engine, handler, target, new) = (engine.clone(), handler.clone(), target.clone(), new.clone());
+        async move { put_whole(&engine, &handler, &target, &new, &Preconditions::default()).await }
+    });
+    gate.arrived.notified().await; // the re-create's marker write, under the lock
+    let sweep = tokio::spawn({
+        let engine = engine.clone();
+        async move { engine.sweep().await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!sweep.is_finished(), "the sweep waits for the lock to delete the marker");
+    gate.open();
+    recreate.await.unwrap().expect("the re-create commits");
+    sweep.await.unwrap().unwrap();
+    assert_eq!(read_back(&engine, &target).await, Some(as_map(&new)), "the re-created resource survives");
+    engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_eq!(read_back(&engine, &target).await, Some(as_map(&new)));
+    assert_no_orphans(&engine, &target).await;
+}
+
 /// A journal entry that cannot be processed does not stop the sweep: it is
 /// counted, kept for the next sweep, and the other entries are settled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -617,6 +763,52 @@ async fn concurrent_single_file_changes_both_land() {
     assert!(!seen.contains_key("docs/b.md"));
     engine.sweep_with_grace(Duration::ZERO).await.unwrap();
     assert_no_orphans(&engine, &target).await;
+}
+
+/// Unconditional single-file changes racing on one resource from engines
+/// that share no lock (instances without Redis, fenced by the marker's
+/// compare-and-swap alone) all land (issue 23): a change that loses the
+/// marker write is rebuilt on what won, until the commit deadline, instead
+/// of being refused after a few tries.
+async fn file_changes_from_many_instances_all_land(engines: Vec<Arc<FolderEngine>>, changes: usize) {
+    let handler = skill_handler().await;
+    let target = node("raced-files");
+    put_whole(&engines[0], &handler, &target, &[("SKILL.md", skill_md("raced"))], &Preconditions::default())
+        .await
+        .unwrap();
+    let mut writers = tokio::task::JoinSet::new();
+    for writer in 0..changes {
+        let engine = engines[writer % engines.len()].clone();
+        let (handler, target) = (handler.clone(), target.clone());
+        writers.spawn(async move {
+            let content = format!("writer {writer}").into_bytes();
+            let path = format!("parts/{writer}.txt");
+            engine.put_file(&target, &path, body(&content), &handler, &Preconditions::default(), None).await
+        });
+    }
+    for result in writers.join_all().await {
+        result.expect("an unconditional change is never refused for others' writes");
+    }
+    let seen = read_back(&engines[0], &target).await.unwrap();
+    for writer in 0..changes {
+        assert_eq!(seen[&format!("parts/{writer}.txt")], format!("writer {writer}").into_bytes());
+    }
+    assert_eq!(seen.len(), changes + 1);
+    engines[0].sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_no_orphans(&engines[0], &target).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_changes_under_one_lock_all_land() {
+    let engine = Arc::new(engine_on(Arc::new(InMemory::new()), in_process_locks()));
+    file_changes_from_many_instances_all_land(vec![engine], 64).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_changes_on_s3_fenced_by_the_marker_etag_alone_all_land() {
+    let Some(moto) = services::moto() else { return };
+    let engines = (0..4).map(|_| Arc::new(engine_on(s3_store(&moto, "files-fence"), in_process_locks()))).collect();
+    file_changes_from_many_instances_all_land(engines, 16).await;
 }
 
 /// A single-file upload slower than the commit deadline writes nothing more

@@ -9,8 +9,8 @@
 //! from any instance (an operation cut off by the kill may or may not have
 //! landed: both outcomes are then allowed until a read settles it); no read
 //! ever serves a mix of two versions; listings agree with reads; and after
-//! the sweep, the store's own listing holds no journal entry and no version
-//! that a marker does not reference.
+//! the sweep, the store's own listing holds no journal entry, no version
+//! that a marker does not reference, and nothing of a deleted resource.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -421,19 +421,28 @@ async fn store_listing(store: &dyn ObjectStore) -> Vec<object_store::ObjectMeta>
 }
 
 /// Objects below a version directory that no marker names as its current
-/// version, and journal entries.
+/// version, purged tombstones' markers, and journal entries.
 async fn orphans(store: &dyn ObjectStore) -> Vec<String> {
     let objects = store_listing(store).await;
     let mut current: BTreeSet<String> = BTreeSet::new();
+    let mut purged_markers: BTreeSet<String> = BTreeSet::new();
     // A retained version's manifest (`…/v/<version>/.dial-resource`) is not a marker.
     let markers = objects.iter().filter(|meta| meta.location.as_ref().ends_with("/.dial-resource"));
     for meta in markers.filter(|meta| !meta.location.as_ref().contains("/v/")) {
         let path = meta.location.as_ref();
-        let bytes = store.get(&meta.location).await.unwrap().bytes().await.unwrap();
+        let bytes = match store.get(&meta.location).await {
+            Ok(got) => got.bytes().await.unwrap(),
+            // Gone since the listing: the sweep deletes a purged tombstone's marker.
+            Err(object_store::Error::NotFound { .. }) => continue,
+            Err(error) => panic!("reading {path}: {error}"),
+        };
         let marker: Value = serde_json::from_slice(&bytes).unwrap();
         let base = path.trim_end_matches(".dial-resource");
         let purged = marker.get("purgedAt").is_some_and(|at| !at.is_null());
-        if !purged {
+        if purged {
+            // Nothing of a deleted resource outlives the sweep, its marker included.
+            purged_markers.insert(path.to_string());
+        } else {
             current.insert(format!("{base}v/{}/", marker["currentVersion"].as_str().unwrap()));
             for kept in marker["history"].as_array().into_iter().flatten() {
                 current.insert(format!("{base}v/{}/", kept["version"].as_str().unwrap()));
@@ -444,7 +453,7 @@ async fn orphans(store: &dyn ObjectStore) -> Vec<String> {
         .into_iter()
         .map(|meta| meta.location.to_string())
         .filter(|path| {
-            if path.starts_with(".dial-host/gc/") {
+            if path.starts_with(".dial-host/gc/") || purged_markers.contains(path) {
                 return true;
             }
             match path.find("/v/") {

@@ -79,6 +79,15 @@ impl Fixture {
         TcpStream::connect(self.server.address()).await.unwrap()
     }
 
+    /// The sockets the server process holds open (the listener and its
+    /// connections).
+    fn server_sockets(&self) -> usize {
+        let fds = std::fs::read_dir(format!("/proc/{}/fd", self.server.pid())).expect("the server's descriptors");
+        fds.flatten()
+            .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|link| link.to_string_lossy().starts_with("socket:")))
+            .count()
+    }
+
     async fn health(&self) -> u16 {
         self.client().get(self.url("/health")).send().await.expect("/health answers").status().as_u16()
     }
@@ -202,6 +211,102 @@ async fn with_few_open_files_idle_connections_wait_instead_of_failing_accept() {
     assert!(logged.iter().any(|line| line.contains("connection limit reached")), "{logged:?}");
 }
 
+/// Issue 23: with the open-files limit at 256 the server allows 96
+/// connections. A flood of 300 connections that never send a whole request
+/// (half of them nothing, half a head cut short), each reopened a second
+/// after the server closes it, must not lock new clients out: at the limit the
+/// server closes the connection idle longest to make room, so a client is
+/// served at once — long before any header-read timeout (here far beyond
+/// the test's patience) could free a slot — while a request in progress
+/// keeps its connection, and the limit still holds the descriptors.
+#[tokio::test]
+async fn a_flood_of_idle_connections_does_not_lock_new_clients_out() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    const OPEN_FILES: u64 = 256;
+    const FLOOD: usize = 300;
+    let setup = Setup::new();
+    let config = setup.config(&format!(
+        "[server]\nheader_read_timeout_seconds = 3600\nidle_timeout_seconds = 3600\n[encryption]\nsecret = \"s\"\n\
+         [keys.{KEY}]\nproject = \"p\"\nroles = [\"user\"]\n"
+    ));
+    let f = Fixture { server: setup.start_with_open_files(Some(&config), OPEN_FILES), setup };
+    let bucket = f.bucket().await;
+
+    // A request in progress before the flood: an upload whose body is half sent.
+    let mut upload = f.connect().await;
+    let body = "--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n\r\nhello\r\n--B--\r\n";
+    let (first, rest) = body.split_at(20);
+    let head = format!(
+        "PUT /v1/files/{bucket}/in-progress.txt HTTP/1.1\r\nHost: dial\r\nApi-Key: {KEY}\r\n\
+         Content-Type: multipart/form-data; boundary=B\r\nContent-Length: {}\r\n\r\n{first}",
+        body.len()
+    );
+    upload.write_all(head.as_bytes()).await.unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let connected = Arc::new(AtomicUsize::new(0));
+    let address = f.server.address().to_string();
+    let attackers: Vec<_> = (0..FLOOD)
+        .map(|i| {
+            let (stop, connected, address) = (stop.clone(), connected.clone(), address.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok(Ok(mut stream)) =
+                        tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(&address)).await
+                    else {
+                        continue;
+                    };
+                    connected.fetch_add(1, Ordering::Relaxed);
+                    if i % 2 == 1 {
+                        let _ = stream.write_all(b"GET /health HTTP/1.1\r\nHost: dial\r\n").await;
+                    }
+                    // Held until the server closes it (or the test ends), then reopened.
+                    let mut buffer = [0u8; 1024];
+                    loop {
+                        tokio::select! {
+                            read = stream.read(&mut buffer) => match read {
+                                Ok(0) | Err(_) => break,
+                                Ok(_) => {}
+                            },
+                            () = tokio::time::sleep(Duration::from_millis(200)) => if stop.load(Ordering::Relaxed) { return },
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            })
+        })
+        .collect();
+    // Past the limit and most of the listen backlog (96 + 128).
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while connected.load(Ordering::Relaxed) < 200 {
+        assert!(std::time::Instant::now() < deadline, "the flood never connected");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // New clients are served while the flood goes on, well within the patience bound.
+    let client = reqwest::Client::builder().timeout(PATIENCE).pool_max_idle_per_host(0).build().unwrap();
+    for _ in 0..5 {
+        let reply = client.get(f.url("/health")).send().await.expect("/health answers during the flood");
+        assert_eq!(reply.status(), 200);
+        let reply = client.get(f.url("/v1/bucket")).header("Api-Key", KEY).send().await.expect("answers");
+        assert_eq!(reply.status(), 200);
+    }
+    // The upload in progress kept its connection all along.
+    upload.write_all(rest.as_bytes()).await.unwrap();
+    let (head, _) = read_response(&mut upload).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+
+    stop.store(true, Ordering::Relaxed);
+    for attacker in attackers {
+        let _ = attacker.await;
+    }
+    assert!(f.server_sockets() as u64 <= OPEN_FILES, "the limit bounds the descriptors");
+    let logged = f.server.logged();
+    assert!(!logged.iter().any(|line| line.contains("Too many open files")), "{logged:?}");
+    assert!(logged.iter().any(|line| line.contains("connection limit reached")), "{logged:?}");
+}
+
 #[tokio::test]
 async fn clients_that_stop_reading_a_zip_hold_no_thread_and_are_cut_off() {
     // More stalled downloads than blocking threads, and one spare connection
@@ -216,6 +321,7 @@ async fn clients_that_stop_reading_a_zip_hold_no_thread_and_are_cut_off() {
     let bucket = f.bucket().await;
     let zip_path = format!("/v2/skills/{bucket}/big");
     let full = f.put_big_skill(&zip_path).await;
+    let sockets_before = f.server_sockets();
     let mut stalled = Vec::new();
     for _ in 0..STALLED {
         stalled.push(f.stalled_download(&zip_path).await);
@@ -241,8 +347,15 @@ async fn clients_that_stop_reading_a_zip_hold_no_thread_and_are_cut_off() {
         .expect("a listing answers while downloads stall");
     assert_eq!(listing.status(), 200);
 
-    // Every slot served at once: possible only when the stalled downloads
-    // have given theirs back.
+    // The stalled downloads are given up (write-stall timeout): the server
+    // holds no socket of theirs any more. (Not read before: reading them
+    // would let them finish.)
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while f.server_sockets() > sockets_before {
+        assert!(std::time::Instant::now() < deadline, "the stalled downloads still hold their sockets");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // Every slot served at once.
     let mut held = Vec::new();
     for _ in 0..STALLED + 1 {
         let mut stream = f.connect().await;

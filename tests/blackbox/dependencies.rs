@@ -50,6 +50,9 @@ impl Fixture {
         let generated = record("generated", "skills/{current-user}/generated/", &["READ", "WRITE"], true);
         // A skill named as listings name it (`…/pdf/`), and one beside it.
         let pdf = record("pdf", "skills/{current-user}/team/pdf/", &["READ"], true);
+        // DIAL Core's own DECLARING_APP: the user's whole skills bucket.
+        let all_skills = record("skills", "skills/{current-user}/", &["READ"], true);
+        let public_files = record("public", "files/public/", &["READ"], false);
         let setup = Setup::new();
         let audit = setup.path().join("audit.jsonl");
         let config = setup.config(&format!(
@@ -82,6 +85,9 @@ resource_dependencies = [{generated}]
 [applications.skill-reader]
 endpoint = "{app}/chat/completions"
 resource_dependencies = [{pdf}]
+[applications.bucket-reader]
+endpoint = "{app}/chat/completions"
+resource_dependencies = [{all_skills}, {public_files}]
 [applications.plain]
 endpoint = "{app}/chat/completions"
 [applications.chainer]
@@ -370,7 +376,7 @@ async fn declarations_are_validated_on_every_writer() {
         json_record("a", "system/x/y", &[], true),
         json_record("b", "files/x/{current-user}/y", &["READ"], false),
         json_record("c", "files/{current-user}/a/%2E%2E/b", &["READ"], false),
-        json_record("d", "files/{current-user}/", &["READ"], false),
+        json_record("d", "files", &["READ"], false),
     ]});
     let url = "applications/public/bad";
     let reply = f.put_app(&f.boss, url, &bad).await;
@@ -383,7 +389,7 @@ async fn declarations_are_validated_on_every_writer() {
         "access must not be empty",
         "placeholder outside the bucket",
         "a . or .. segment",
-        "names a whole bucket",
+        "target 'files' must be {type}/{bucket}/{path…}",
     ] {
         assert!(reply.body.contains(issue), "{issue:?} missing: {}", reply.body);
     }
@@ -576,6 +582,47 @@ async fn a_skill_declared_by_its_listing_url_is_granted_as_the_skill() {
     let result = f.call(&f.alice, "skill-reader", &format!("{declared} {beside}")).await;
     assert_eq!(status(&result, &declared), 200, "{result}");
     assert_eq!(status(&result, &beside), 403, "{result}");
+}
+
+/// A whole bucket is a target like any folder (DIAL Core's DECLARING_APP
+/// declares `skills/{current-user}/`, its validator tests `files/public/`):
+/// such a definition loads from the configuration and is stored by the
+/// applications API, and the grant on the bucket covers everything in it —
+/// the calling user's bucket, never another's.
+#[tokio::test]
+async fn a_whole_bucket_is_declared_and_granted_like_any_folder() {
+    let Some(f) = Fixture::start().await else { return };
+    let (a, b) = (&f.alice.bucket, &f.bob.bucket);
+    let client = f.client();
+    for (user, bucket) in [(&f.alice, a), (&f.bob, b)] {
+        let skill_md = "---\nname: deep\ndescription: Deep in the bucket.\n---\n# deep\n";
+        let files: [(&str, &[u8]); 1] = [("SKILL.md", skill_md.as_bytes())];
+        let put = client.put_files(&format!("/v2/skills/{bucket}/any/where/deep"), &user.auth(), &files).await;
+        assert_eq!(put.status, 200, "{}", put.body);
+    }
+    f.put_file(&f.boss, "files/public/library/doc.txt", "public doc").await;
+    // Stored through the API as well, by an admin.
+    let stored = json!({"endpoint": format!("{}/chat/completions", f.mock.url()), "resourceDependencies": [
+        json_record("skills", "skills/{current-user}/", &["READ"], true),
+        json_record("public", "files/public/", &["READ"], false),
+    ]});
+    let reply = f.put_app(&f.boss, "applications/public/bucket-app", &stored).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+
+    for deployment in ["bucket-reader", "applications/public/bucket-app"] {
+        f.grant(deployment).await;
+        let (own, others, public) = (
+            format!("read-skill-file:skills/{a}/any/where/deep/files/SKILL.md"),
+            format!("read-skill-file:skills/{b}/any/where/deep/files/SKILL.md"),
+            "read:files/public/library/doc.txt".to_string(),
+        );
+        let result = f.call(&f.alice, deployment, &format!("{own} {others} {public}")).await;
+        assert_eq!(
+            [status(&result, &own), status(&result, &others), status(&result, &public)],
+            [200, 403, 200],
+            "{deployment}: {result}"
+        );
+    }
 }
 
 /// S4: a grant is declared ∩ what the user can do alone, decided fresh on

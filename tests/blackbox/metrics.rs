@@ -127,6 +127,79 @@ async fn metrics_move_with_the_traffic_and_name_no_resource() {
     }
 }
 
+/// Every file below `dir`, recursively.
+fn files_below(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_below(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// Deleted resources cost nothing once their grace period is over (issue
+/// 23): the sweep leaves no object of them in the store, and a listing of a
+/// folder where most resources were deleted makes as many store requests as
+/// one of a folder that only ever held its live resources (the purged
+/// markers used to stay, read on every listing).
+#[tokio::test]
+async fn deleted_resources_leave_nothing_and_cost_listings_nothing_once_swept() {
+    const LIVE: usize = 4;
+    const DELETED: usize = 36;
+    let f = start("").await;
+    let owner = [("Api-Key", OWNER)];
+    let url = |path: &str| format!("/v2/skills/{}/{path}", f.bucket);
+    let files: [(&str, &[u8]); 2] = [("SKILL.md", &skill_md("s")), ("data.txt", b"data")];
+    for i in 0..LIVE {
+        for folder in ["few", "many"] {
+            assert_eq!(f.client.put_files(&url(&format!("{folder}/live-{i}")), &owner, &files).await.status, 200);
+        }
+    }
+    for i in 0..DELETED {
+        assert_eq!(f.client.put_files(&url(&format!("many/gone-{i}")), &owner, &files).await.status, 200);
+        assert_eq!(f.client.delete(&url(&format!("many/gone-{i}")), &owner).await.status, 200);
+    }
+
+    // The sweep (grace 1 s, every second) removes every object of them.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left: Vec<_> = files_below(&f.server.data_dir)
+            .into_iter()
+            .filter(|path| path.to_string_lossy().contains("/gone-"))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the sweep left {} objects of deleted resources: {left:?}", left.len());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+
+    // What a listing page asks the store (reads and listings: the sweep,
+    // idle now, only lists its journal).
+    let requests = |text: &str| {
+        ["get", "head", "get_ranges", "list_with_delimiter"]
+            .iter()
+            .map(|operation| sample(text, "dial_host_store_operations_total", &[("operation", operation)]))
+            .sum::<f64>()
+    };
+    let mut cost = Vec::new();
+    for folder in ["few/", "many/"] {
+        let before = scrape(&f.client).await;
+        let listing = f.client.get(&format!("/v2/metadata/skills/{}/{folder}", f.bucket), &owner).await;
+        assert_eq!(listing.status, 200, "{}", listing.body);
+        assert_eq!(listing.json()["items"].as_array().unwrap().len(), LIVE, "{}", listing.body);
+        cost.push(requests(&scrape(&f.client).await) - requests(&before));
+    }
+    assert!(
+        cost[1] <= cost[0] + 2.0,
+        "a listing of {LIVE} live resources beside {DELETED} deleted ones: {cost:?} requests"
+    );
+}
+
 /// A call through a deployment mints a key: the counter moves, the gauge is
 /// up while the call is open (the mock application holds its stream) and
 /// back down once the answer has been relayed.

@@ -21,6 +21,8 @@ fn concrete(path: &str) -> String {
         .replace("{path}", "team/s")
         .replace("{deployment}", "app")
         .replace("{id}", "invitation")
+        .replace("{file}", "SKILL.md")
+        .replace("{dir}", "scripts")
 }
 
 #[tokio::test]
@@ -193,20 +195,34 @@ resource_dependencies = [{ kind = "dial.resourceLink", link_id = "notes", target
     for url in [
         format!("/v2/metadata/skills/{a}/team/?permissions=true"),
         format!("/v2/metadata/skills/{a}/team/s"),
-        format!("/v2/metadata/skills/{a}/team/s/files/"),
         format!("/v2/metadata/skills/{a}/"),
     ] {
         expect(r.call(get(metadata, url, alice)).await, 200);
     }
-    let one_file = || format!("/v2/skills/{a}/team/s/files/docs/notes.md");
-    let file = Call { files: &[("notes.md", b"notes")], ..put("/v2/{group}/{bucket}/{path}", one_file(), alice) };
+    // A resource's files, each route as its own documented path.
+    let files = "/v2/metadata/{group}/{bucket}/{path}/files";
+    for url in [
+        format!("/v2/metadata/skills/{a}/team/s/files/?permissions=true"),
+        format!("/v2/metadata/skills/{a}/team/s/files?limit=1"),
+    ] {
+        expect(r.call(get(files, url, alice)).await, 200);
+    }
+    let directory = "/v2/metadata/{group}/{bucket}/{path}/files/{dir}";
+    expect(r.call(get(directory, format!("/v2/metadata/skills/{a}/team/s/files/scripts"), alice)).await, 200);
+    expect(r.call(get(directory, format!("/v2/metadata/skills/{a}/team/s/files/none/"), alice)).await, 404);
+    let one_file = "/v2/{group}/{bucket}/{path}/files/{file}";
+    let notes = || format!("/v2/skills/{a}/team/s/files/docs/notes.md");
+    let file = Call { files: &[("notes.md", b"notes")], ..put(one_file, notes(), alice) };
     expect(r.call(file).await, 200);
-    expect(r.call(get("/v2/{group}/{bucket}/{path}", one_file(), alice)).await, 200);
-    let delete = Call { method: "DELETE", ..get("/v2/{group}/{bucket}/{path}", one_file(), alice) };
+    expect(r.call(get(one_file, notes(), alice)).await, 200);
+    let delete = Call { method: "DELETE", ..get(one_file, notes(), alice) };
     expect(r.call(delete).await, 200);
+    expect(r.call(get(one_file, notes(), alice)).await, 404);
     let versions =
         r.call(get("/v2/versions/{group}/{bucket}/{path}", format!("/v2/versions/skills/{a}/team/s"), alice)).await;
     let oldest = versions.json()["versions"][1]["version"].as_str().unwrap().to_string();
+    let old_file = format!("/v2/skills/{a}/team/s/files/SKILL.md?version={oldest}");
+    expect(r.call(get(one_file, old_file, alice)).await, 200);
     let restore = Call {
         url: "/v2/ops/skills/restore".into(),
         ..post("/v2/ops/{group}/restore", alice, json!({"url": format!("skills/{a}/team/s/"), "version": oldest}))

@@ -229,6 +229,22 @@ async fn reject_withdraw_and_validation() {
     let reply =
         bad(json!({"targetFolder": "public/tools/", "rules": [{"function": "EQUAL", "source": "roles"}]})).await;
     assert_eq!(reply.status, 400, "EQUAL needs targets");
+    // A folder of skills is no source, whichever form names it: `…/grp/`
+    // is the resource `grp` only when one lives there (as DIAL: 400, not 404).
+    f.put_skill(&f.alice, "grp/one", "one").await;
+    for folder in [format!("skills/{a}/grp/"), format!("skills/{a}/nothing/")] {
+        let from_folder = json!([{"action": "ADD", "sourceUrl": folder, "targetUrl": "skills/public/tools/grp"}]);
+        let reply = bad(json!({"targetFolder": "public/tools/", "resources": from_folder})).await;
+        assert_eq!(
+            (reply.status, reply.body.clone()),
+            (400, format!("Source resource {folder} must be a private item")),
+            "{folder}"
+        );
+    }
+    // Someone else's folder: not readable, so nothing is said about it.
+    let foreign = format!("skills/{}/", f.teammate.bucket);
+    let from_foreign = json!([{"action": "ADD", "sourceUrl": foreign, "targetUrl": "skills/public/tools/grp"}]);
+    assert_eq!(bad(json!({"targetFolder": "public/tools/", "resources": from_foreign})).await.status, 403);
 
     // A target that exists already.
     let created = f.publish(&f.alice, add.clone(), json!([])).await.json();

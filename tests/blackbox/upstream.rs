@@ -21,19 +21,31 @@ pub(crate) const WORKSPACE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 /// How long a server may take to print `ready` (the MCP server imports the whole SDK).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-const INSTALL: &str = "run scripts/test, which creates .venv-clients, or: python3 -m venv .venv-clients && \
-                       .venv-clients/bin/pip install -r tests/requirements-clients.txt";
-
 /// `<workspace>/.venv-clients/bin/python`; `None` with a note when it is missing, a panic under `CI=true`.
 pub fn clients_python() -> Option<PathBuf> {
-    let python = Path::new(WORKSPACE).join(".venv-clients/bin/python");
+    venv_python("the Python client SDKs", ".venv-clients", "tests/requirements-clients.txt")
+}
+
+/// `<workspace>/.venv-aidial/bin/python`, with EPAM's `aidial-client` (a venv of its own: it requires
+/// `openai<3`); as [`clients_python`] when it is missing.
+pub fn aidial_python() -> Option<PathBuf> {
+    venv_python("EPAM's aidial-client", ".venv-aidial", "tests/requirements-aidial.txt")
+}
+
+/// `<workspace>/<venv>/bin/python`; `None` with a note when it is missing, a panic under `CI=true`:
+/// CI must never go green by skipping.
+fn venv_python(what: &str, venv: &str, requirements: &str) -> Option<PathBuf> {
+    let python = Path::new(WORKSPACE).join(venv).join("bin/python");
     if python.is_file() {
         return Some(python);
     }
+    let install = format!(
+        "run scripts/test, which creates {venv}, or: python3 -m venv {venv} && {venv}/bin/pip install -r {requirements}"
+    );
     if std::env::var("CI").is_ok_and(|ci| ci == "true") {
-        panic!("the Python client SDKs are not installed, and CI=true forbids skipping their tests: {INSTALL}");
+        panic!("{what} is not installed, and CI=true forbids skipping its tests: {install}");
     }
-    eprintln!("note: the Python client SDKs are not installed; skipping this test. To run it: {INSTALL}");
+    eprintln!("note: {what} is not installed; skipping this test. To run it: {install}");
     None
 }
 
@@ -141,7 +153,12 @@ impl McpServer {
 /// when it failed (exit 1). Blocks the thread; see [`run_client_async`] to overlap with other work.
 pub fn run_client(script: &str, args: &[&str]) -> serde_json::Value {
     let interpreter = clients_python().expect("run_client needs .venv-clients: check clients_python() first");
-    let output = python(&interpreter, &format!("tests/clients/{script}"))
+    run_client_with(&interpreter, script, args)
+}
+
+/// [`run_client`] with another venv's Python (see [`aidial_python`]).
+pub fn run_client_with(interpreter: &Path, script: &str, args: &[&str]) -> serde_json::Value {
+    let output = python(interpreter, &format!("tests/clients/{script}"))
         .args(args)
         .output()
         .unwrap_or_else(|error| panic!("starting {script}: {error}"));

@@ -1,6 +1,8 @@
 //! `/v2/skills/…` end to end: whole resources, folders, single files,
 //! listings, limits, conditional requests, delete/restore, access.
 
+use std::collections::BTreeSet;
+
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -302,7 +304,7 @@ async fn listings_paginate_and_list_files() {
     assert_eq!(tail, ["e", "sub", "f"], "nested folders are listed too");
 
     let files = f.get(&f.metadata("team/sub/f/files/")).await.json();
-    assert_eq!(names(&files), [("x".into(), "FOLDER".into()), ("SKILL.md".into(), "ITEM".into())]);
+    assert_eq!(names(&files), [("SKILL.md".into(), "ITEM".into()), ("x".into(), "FOLDER".into())]);
     let deep = f.get(&format!("{}?recursive=true", f.metadata("team/sub/f/files"))).await.json();
     let deep: Vec<&str> = deep["items"].as_array().unwrap().iter().map(|i| i["url"].as_str().unwrap()).collect();
     assert!(deep[1].ends_with("/team/sub/f/files/x/y.txt"), "{deep:?}");
@@ -678,6 +680,271 @@ async fn metadata_carries_permissions_when_asked() {
     }
     let plain = f.get(&f.metadata("team/")).await.json();
     assert!(plain.get("permissions").is_none(), "only when asked: {plain}");
+}
+
+/// The listing of a skill's files as DIAL Core answers it (issue 23): the
+/// `…/files/` folder (or the directory listed) as the top node, files and
+/// directories below it in name order with their decoded `parentPath` from
+/// the bucket root, `resourceType` on every node, no `null` fields, and
+/// paged by `limit` and `token` like every listing.
+#[tokio::test]
+async fn a_skills_files_are_listed_and_paged_as_dial_core_lists_them() {
+    let f = Fixture::start("").await;
+    let files: &[(&str, &[u8])] = &[
+        ("SKILL.md", &skill_md("pdf-tools", "d")),
+        ("docs/a b.md", b"a"),
+        ("docs/more/x.md", b"x"),
+        ("run.py", b"print(1)"),
+    ];
+    assert_eq!(f.put_skill("team/pdf-tools", files, &[]).await.status, 200);
+    let b = &f.bucket;
+    let top = f.get(&f.metadata("team/pdf-tools/files")).await.json();
+    let expected_top = json!({"name": "files", "parentPath": "team/pdf-tools", "bucket": b,
+        "url": format!("skills/{b}/team/pdf-tools/files/"), "nodeType": "FOLDER", "resourceType": "SKILL"});
+    let without_items = |node: &Value| {
+        let mut node = node.clone();
+        node.as_object_mut().unwrap().remove("items");
+        node
+    };
+    assert_eq!(without_items(&top), expected_top, "{top}");
+    assert_eq!(without_items(&f.get(&f.metadata("team/pdf-tools/files/")).await.json()), expected_top);
+    assert_eq!(
+        names(&top),
+        [("SKILL.md", "ITEM"), ("docs", "FOLDER"), ("run.py", "ITEM")].map(|(n, t)| (n.into(), t.into()))
+    );
+    assert_eq!(
+        top["items"][0],
+        json!({"name": "SKILL.md", "parentPath": "team/pdf-tools/files", "bucket": b,
+            "url": format!("skills/{b}/team/pdf-tools/files/SKILL.md"), "nodeType": "ITEM", "resourceType": "SKILL",
+            "etag": top["items"][0]["etag"], "contentLength": files[0].1.len()})
+    );
+    assert_eq!(
+        top["items"][1],
+        json!({"name": "docs", "parentPath": "team/pdf-tools/files", "bucket": b,
+            "url": format!("skills/{b}/team/pdf-tools/files/docs/"), "nodeType": "FOLDER", "resourceType": "SKILL"})
+    );
+
+    let docs = f.get(&f.metadata("team/pdf-tools/files/docs/")).await.json();
+    assert_eq!((docs["name"].clone(), docs["parentPath"].clone()), (json!("docs"), json!("team/pdf-tools/files")));
+    assert_eq!(docs["url"], format!("skills/{b}/team/pdf-tools/files/docs/"));
+    assert_eq!(names(&docs), [("a b.md", "ITEM"), ("more", "FOLDER")].map(|(n, t)| (n.into(), t.into())));
+    assert_eq!(docs["items"][0]["parentPath"], "team/pdf-tools/files/docs");
+    assert_eq!(docs["items"][0]["url"], format!("skills/{b}/team/pdf-tools/files/docs/a%20b.md"));
+
+    // Paged one at a time, directories and recursive listings alike: the
+    // pages add up to the whole listing, each node once.
+    for (query, whole) in [
+        ("", &top),
+        ("recursive=true&", &f.get(&format!("{}?recursive=true", f.metadata("team/pdf-tools/files"))).await.json()),
+    ] {
+        let mut paged = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page_url = match &token {
+                None => format!("{}?{query}limit=1", f.metadata("team/pdf-tools/files")),
+                Some(token) => format!("{}?{query}limit=1&token={token}", f.metadata("team/pdf-tools/files")),
+            };
+            let page = f.get(&page_url).await.json();
+            assert!(page["items"].as_array().unwrap().len() <= 1, "{page}");
+            paged.extend(page["items"].as_array().unwrap().iter().map(|item| item["url"].clone()));
+            match page.get("nextToken") {
+                Some(next) => token = Some(next.as_str().unwrap().to_string()),
+                None => break,
+            }
+            assert!(paged.len() <= 10, "paging never ends: {paged:?}");
+        }
+        let all: Vec<Value> = whole["items"].as_array().unwrap().iter().map(|item| item["url"].clone()).collect();
+        assert_eq!(paged, all, "{query}");
+    }
+    assert_eq!(
+        names(&f.get(&format!("{}?recursive=true", f.metadata("team/pdf-tools/files"))).await.json()),
+        [("SKILL.md", "ITEM"), ("a b.md", "ITEM"), ("x.md", "ITEM"), ("run.py", "ITEM")]
+            .map(|(n, t)| (n.into(), t.into()))
+    );
+
+    // Every v2 node: `resourceType`, and no field written as `null`.
+    let root = f.get(&f.metadata("")).await.json();
+    assert_eq!(
+        root,
+        json!({"bucket": b, "url": format!("skills/{b}/"), "nodeType": "FOLDER", "resourceType": "SKILL",
+        "items": [{"name": "team", "bucket": b, "url": format!("skills/{b}/team/"), "nodeType": "FOLDER",
+            "resourceType": "SKILL", "createdAt": root["items"][0]["createdAt"]}]})
+    );
+    let folder = f.get(&f.metadata("team/")).await.json();
+    assert_eq!(
+        (folder["resourceType"].clone(), folder["items"][0]["resourceType"].clone()),
+        (json!("SKILL"), json!("SKILL"))
+    );
+    fn no_nulls(value: &Value) -> bool {
+        match value {
+            Value::Null => false,
+            Value::Array(items) => items.iter().all(no_nulls),
+            Value::Object(fields) => fields.values().all(no_nulls),
+            _ => true,
+        }
+    }
+    for listed in [&top, &docs, &root, &folder] {
+        assert!(no_nulls(listed), "{listed}");
+    }
+}
+
+/// EPAM's own DIAL client, `aidial-client`, lists skills and their files,
+/// pages through them and reads them (issue 23: it parses every answer into
+/// its models, which require `resourceType` on every node).
+#[tokio::test]
+async fn epams_dial_client_lists_and_reads_skills() {
+    let Some(python) = crate::upstream::aidial_python() else { return };
+    let f = Fixture::start("").await;
+    let skill = skill_md("pdf-tools", "Work with PDFs.");
+    let files: &[(&str, &[u8])] =
+        &[("SKILL.md", &skill), ("docs/guide.md", b"# Guide\n"), ("docs/more/x.md", b"x"), ("run.py", b"print(1)\n")];
+    assert_eq!(f.put_skill("team/pdf-tools", files, &[]).await.status, 200);
+    assert_eq!(f.put_skill("team/sub/other", &[("SKILL.md", &skill_md("other", "d"))], &[]).await.status, 200);
+    let base = f.server.url.clone();
+    let args = ["--base-url", &base, "--api-key", OWNER, "--folder", "team", "--skill", "pdf-tools", "--dir", "docs"]
+        .map(String::from);
+    let result = tokio::task::spawn_blocking(move || {
+        crate::upstream::run_client_with(
+            &python,
+            "aidial_skills.py",
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(result.get("error").is_none(), "aidial-client could not use the answers: {result}");
+    let b = &f.bucket;
+    let listed = |key: &str| -> Vec<(String, String)> {
+        let items = result[key]["items"].as_array().unwrap_or_else(|| panic!("{key}: {result}"));
+        items.iter().map(|i| (i["name"].as_str().unwrap().into(), i["nodeType"].as_str().unwrap().into())).collect()
+    };
+    let pairs = |expected: &[(&str, &str)]| -> Vec<(String, String)> {
+        expected.iter().map(|(n, t)| (n.to_string(), t.to_string())).collect()
+    };
+    assert_eq!(listed("root"), pairs(&[("team", "FOLDER")]));
+    assert_eq!(listed("folder"), pairs(&[("pdf-tools", "ITEM"), ("sub", "FOLDER")]));
+    assert_eq!(listed("recursive"), pairs(&[("pdf-tools", "ITEM"), ("sub", "FOLDER"), ("other", "ITEM")]));
+    assert_eq!(result["files"]["url"], format!("skills/{b}/team/pdf-tools/files/"));
+    assert_eq!(listed("files"), pairs(&[("SKILL.md", "ITEM"), ("docs", "FOLDER"), ("run.py", "ITEM")]));
+    assert_eq!(listed("dir"), pairs(&[("guide.md", "ITEM"), ("more", "FOLDER")]));
+    assert_eq!(result["dir"]["items"][0]["parentPath"], "team/pdf-tools/files/docs");
+    assert_eq!(
+        listed("deep"),
+        pairs(&[("SKILL.md", "ITEM"), ("guide.md", "ITEM"), ("x.md", "ITEM"), ("run.py", "ITEM")])
+    );
+    assert_eq!(result["paged"], json!(["SKILL.md", "docs", "run.py"]));
+    for key in ["root", "folder", "recursive", "files", "dir", "deep"] {
+        assert_eq!(result[key]["resourceType"], "SKILL", "{key}: {result}");
+        assert!(result[key]["items"].as_array().unwrap().iter().all(|item| item["resourceType"] == "SKILL"), "{key}");
+    }
+    assert_eq!(result["skill_md"], String::from_utf8(skill).unwrap());
+    assert!(result["zip_bytes"].as_u64().unwrap() > 0, "{result}");
+}
+
+/// `clients` unconditional single-file PUTs, each of its own file, into one
+/// skill at once (issue 23): none asked for a precondition, so none is
+/// refused because the others write — every one answers 200 and every file
+/// is in the final version.
+async fn concurrent_file_puts_all_land(f: &Fixture, clients: usize) {
+    let skill = format!("race-{clients}");
+    assert_eq!(f.put_skill(&skill, &[("SKILL.md", &skill_md(&skill, "d"))], &[]).await.status, 200);
+    let puts = (0..clients).map(|i| {
+        let url = f.url(&format!("{skill}/files/part-{i}.txt"));
+        async move { f.client.put_files(&url, &[("Api-Key", OWNER)], &[("x", format!("{i}").as_bytes())]).await }
+    });
+    let replies = futures_util::future::join_all(puts).await;
+    let refused: Vec<String> =
+        replies.iter().filter(|r| r.status != 200).map(|r| format!("{} {}", r.status, r.body)).collect();
+    assert!(refused.is_empty(), "{} of {clients} refused: {refused:?}", refused.len());
+    let listing = f.get(&format!("{}?limit=1000", f.metadata(&format!("{skill}/files/")))).await.json();
+    let mut stored: Vec<String> =
+        listing["items"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap().to_string()).collect();
+    stored.sort();
+    let mut expected: Vec<String> = (0..clients).map(|i| format!("part-{i}.txt")).collect();
+    expected.push("SKILL.md".into());
+    expected.sort();
+    assert_eq!(stored, expected);
+    for i in [0, clients - 1] {
+        assert_eq!(f.get(&f.url(&format!("{skill}/files/part-{i}.txt"))).await.body, i.to_string());
+    }
+}
+
+#[tokio::test]
+async fn concurrent_unconditional_file_puts_all_land_on_local_disk() {
+    let f = Fixture::start("").await;
+    for clients in [16, 64] {
+        concurrent_file_puts_all_land(&f, clients).await;
+    }
+}
+
+#[tokio::test]
+async fn concurrent_unconditional_file_puts_all_land_on_s3() {
+    let Some(moto) = crate::services::moto() else { return };
+    moto.create_bucket("file-puts");
+    let options: String = moto.storage_options().iter().map(|(k, v)| format!("{k} = {v:?}\n")).collect();
+    let f = Fixture::start(&format!("[storage]\nurl = \"s3://file-puts\"\n[storage.options]\n{options}")).await;
+    for clients in [16, 64] {
+        concurrent_file_puts_all_land(&f, clients).await;
+    }
+}
+
+/// Eight whole PUTs racing eight single-file PUTs on one skill, none with a
+/// condition: all answer 200, and the history is a chain of commits — each
+/// whole PUT a version of exactly its files, each single-file PUT the
+/// version before it plus its file — so the skill ends as one whole
+/// version plus the single files committed after it.
+#[tokio::test]
+async fn whole_and_single_file_puts_racing_end_in_one_whole_version_plus_later_files() {
+    let f = &Fixture::start("[folders]\nkeep_versions = 100\n").await;
+    let skill_md = skill_md("mixed", "d");
+    assert_eq!(f.put_skill("mixed", &[("SKILL.md", &skill_md)], &[]).await.status, 200);
+    let wholes = (0..8).map(|i| {
+        let name = format!("whole-{i}.txt");
+        let skill_md = skill_md.clone();
+        async move {
+            let files: [(&str, &[u8]); 2] = [("SKILL.md", &skill_md), (&name, b"w")];
+            f.put_skill("mixed", &files, &[]).await
+        }
+    });
+    let singles = (0..8).map(|i| {
+        let url = f.url(&format!("mixed/files/single-{i}.txt"));
+        async move { f.client.put_files(&url, &[("Api-Key", OWNER)], &[("x", b"s")]).await }
+    });
+    let (wholes, singles) =
+        tokio::join!(futures_util::future::join_all(wholes), futures_util::future::join_all(singles));
+    for reply in wholes.iter().chain(&singles) {
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+
+    // Oldest first: the first version, then one per PUT.
+    let versions = f.get(&format!("/v2/versions/skills/{}/mixed", f.bucket)).await.json();
+    let mut versions: Vec<String> =
+        versions["versions"].as_array().unwrap().iter().map(|v| v["version"].as_str().unwrap().to_string()).collect();
+    versions.reverse();
+    assert_eq!(versions.len(), 17, "{versions:?}");
+    let mut previous: Option<BTreeSet<String>> = None;
+    let (mut wholes_seen, mut singles_seen) = (BTreeSet::new(), BTreeSet::new());
+    for version in &versions {
+        let zip = f.get(&format!("{}?version={version}", f.url("mixed"))).await;
+        let files: BTreeSet<String> = unzip(&zip.bytes).into_iter().map(|(name, _)| name).collect();
+        if let Some(previous) = &previous {
+            let added: Vec<&String> = files.difference(previous).collect();
+            match added.as_slice() {
+                // A single-file PUT: the version before it plus its file.
+                [single] if single.starts_with("single-") && files.is_superset(previous) => {
+                    assert!(singles_seen.insert((*single).clone()), "{single} committed twice");
+                }
+                // A whole PUT: exactly its own files, whatever came before.
+                _ => {
+                    let whole: Vec<&String> = files.iter().filter(|name| *name != "SKILL.md").collect();
+                    assert!(whole.len() == 1 && whole[0].starts_with("whole-"), "{previous:?} → {files:?}");
+                    assert!(wholes_seen.insert(whole[0].clone()), "{} committed twice", whole[0]);
+                }
+            }
+        }
+        previous = Some(files);
+    }
+    assert_eq!((wholes_seen.len(), singles_seen.len()), (8, 8));
 }
 
 #[tokio::test]

@@ -48,9 +48,6 @@ use crate::storage::{PathLimitError, PathLimits};
 const LISTING_READ_AHEAD: usize = 16;
 /// Length of a version id ([`new_id`]).
 const VERSION_ID_LEN: usize = 36;
-/// How often a single-file change is rebuilt on a version another request
-/// committed meanwhile before it gives up with 409.
-const MAX_REBASES: usize = 4;
 /// Buffer of one streamed upload before it becomes a multipart upload.
 const UPLOAD_BUFFER_BYTES: usize = 8 << 20;
 /// Parts of one multipart upload in flight at once (with the buffer above,
@@ -522,12 +519,10 @@ pub struct Committed {
     pub created: bool,
 }
 
-/// One page of a listing.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// One page of a listing (`listing_json` writes its nodes as DIAL does).
+#[derive(Debug, Clone)]
 pub struct Listing {
     pub items: Vec<ListedNode>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub next_token: Option<String>,
 }
 
@@ -547,12 +542,6 @@ impl ListedNode {
             Self::Resource { url, .. } | Self::Folder { url, .. } => url,
             Self::File { resource, .. } | Self::FileDirectory { resource, .. } => resource,
         }
-    }
-}
-
-impl Serialize for ListedNode {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        super::listing_json::node_json(self).serialize(serializer)
     }
 }
 
@@ -824,64 +813,60 @@ impl FolderEngine {
         // concurrent delete turned a replace into a create, take the
         // structural locks and look again.
         let mut structural = !staging.existed;
-        let (_locks, existing) = loop {
+        let (marker, creating) = loop {
+            staging.deadline.check()?;
             let locks = self.lock_for(&node, structural).await?;
             let existing = self.read_resource_marker(&node).await?;
-            let live = existing.as_ref().is_some_and(|r| r.marker.is_ready());
-            if live || structural {
-                break (locks, existing);
+            let live = existing.as_ref().filter(|r| r.marker.is_ready());
+            if live.is_none() && !structural {
+                structural = true;
+                continue;
             }
-            structural = true;
-        };
-        let live = existing.as_ref().filter(|r| r.marker.is_ready());
-        let creating = live.is_none();
-        conditions.check_write(live.map(|r| r.marker.etag.as_str()))?;
-        if creating {
-            self.check_structure_for_create(&node).await?;
-            self.vivify_ancestors(&node, author.as_deref()).await?;
-        }
-        let history = self.supersede(&node, existing.as_ref().map(|r| &r.marker), self.retention(handler)).await?;
-        staging.deadline.check()?;
-        // The structure checked above (no resource or folder in the way)
-        // holds only while the bucket lock does.
-        if creating {
-            ensure_held(&_locks)?;
-        }
-        let now = now_ms();
-        let marker = ResourceMarker {
-            type_name: handler.description().type_name.clone(),
-            schema_version: SCHEMA_VERSION,
-            state: MarkerState::Ready,
-            current_version: staging.version.clone(),
-            etag: aggregate_etag(&staging.files),
-            created_at: live.map(|r| r.marker.created_at).unwrap_or(now),
-            updated_at: now,
-            author: live.and_then(|r| r.marker.author.clone()).or(author.clone()),
-            deleted_at: None,
-            purged_at: None,
-            commit_id: new_id(),
-            metadata,
-            warnings,
-            files: staging.files,
-            committed_at: Some(now),
-            committed_by: author,
-            history,
-        };
-        let mut expected = existing.map(|r| r.version);
-        for attempt in 1.. {
-            match self.write_marker(&node, &marker, expected.take()).await {
-                Ok(()) => break,
-                // Creating over a tombstone the sweep purged meanwhile: the
-                // purge changes nothing a client sees, so write again over it.
-                Err(FolderError::Precondition(failed)) if creating && attempt < 3 => {
-                    match self.read_resource_marker(&node).await? {
-                        Some(read) if !read.marker.is_ready() => expected = Some(read.version),
-                        _ => return Err(FolderError::Precondition(failed)),
-                    }
-                }
+            let creating = live.is_none();
+            conditions.check_write(live.map(|r| r.marker.etag.as_str()))?;
+            if creating {
+                self.check_structure_for_create(&node).await?;
+                self.vivify_ancestors(&node, author.as_deref()).await?;
+            }
+            let history = self.supersede(&node, existing.as_ref().map(|r| &r.marker), self.retention(handler)).await?;
+            staging.deadline.check()?;
+            // The structure checked above (no resource or folder in the way)
+            // holds only while the bucket lock does.
+            if creating {
+                ensure_held(&locks)?;
+            }
+            let now = now_ms();
+            let marker = ResourceMarker {
+                type_name: handler.description().type_name.clone(),
+                schema_version: SCHEMA_VERSION,
+                state: MarkerState::Ready,
+                current_version: staging.version.clone(),
+                etag: aggregate_etag(&staging.files),
+                created_at: live.map(|r| r.marker.created_at).unwrap_or(now),
+                updated_at: now,
+                author: live.and_then(|r| r.marker.author.clone()).or(author.clone()),
+                deleted_at: None,
+                purged_at: None,
+                commit_id: new_id(),
+                metadata: metadata.clone(),
+                warnings: warnings.clone(),
+                files: staging.files.clone(),
+                committed_at: Some(now),
+                committed_by: author.clone(),
+                history,
+            };
+            match self.write_marker(&node, &marker, existing.map(|r| r.version)).await {
+                Ok(()) => break (marker, creating),
+                // Lost the compare-and-swap to a writer these locks do not
+                // exclude (the sweep purging a tombstone, an instance that
+                // shares no lock with this one, a lease that ran out): look
+                // again, and write over what is there now if the conditions
+                // hold there. A write without conditions is no
+                // compare-and-swap: others writing is no reason to refuse it.
+                Err(FolderError::Precondition(_)) => continue,
                 Err(error) => return Err(error),
             }
-        }
+        };
         self.journal.forget_staged(staging.journal_entry);
         let action = if creating { EventAction::Create } else { EventAction::Update };
         self.publish(action, &node, Some(&marker.etag)).await;
@@ -1065,10 +1050,16 @@ impl FolderEngine {
 
     /// A single-file change, optimistic like a whole PUT: the new content
     /// is streamed and the new version built (server-side copies of the
-    /// other files, handler validation) without any lock; only the final
-    /// re-read and the conditional marker write happen under the resource
-    /// lock. If another request committed meanwhile, the change is rebuilt
-    /// on that version (its conditions checked again), a few times at most.
+    /// other files, handler validation) without any lock. Only the re-read
+    /// and the marker write happen under the resource lock — and, when
+    /// another request committed meanwhile, the rebuild of the version on
+    /// that one (copying only the files that differ), there, where no other
+    /// committer can land first. So a change without conditions is never
+    /// refused because others write at the same time (it is no
+    /// compare-and-swap); with `If-Match`, the conditions are checked again
+    /// on whatever it is rebuilt on. Where the lock is not shared (instances
+    /// without Redis, a lease that ran out) the marker write can still lose;
+    /// the change is then rebuilt again, until the commit deadline.
     #[allow(clippy::too_many_arguments)]
     async fn mutate_file<S, E>(
         &self,
@@ -1100,71 +1091,71 @@ impl FolderEngine {
             let type_name = handler.description().type_name.clone();
             return Err(FolderError::Invalid { type_name, problems: vec![problem] });
         }
-        let base = node.paths.base();
-        // The first version gets the upload streamed straight into it.
-        let mut version = new_id();
-        let mut journal_entry = self.journal.record(base, Some(&version)).await?;
+        // One new version, the upload streamed straight into it; a rebuild
+        // changes it in place (it is nobody else's until the commit).
+        let version = new_id();
+        let journal_entry = self.journal.record(node.paths.base(), Some(&version)).await?;
         let uploaded = match body {
             Some(body) => {
                 let others = based_on.marker.files.iter().filter(|(p, _)| p.as_str() != path).map(|(_, f)| f.size);
                 let target = node.paths.file(&version, path);
                 let counter = ByteCounter { path, limits: &limits, before: others.sum(), size: 0 };
-                let record = write_streamed(&self.store, target.clone(), Vec::new(), body, counter, deadline).await?;
-                Some((target, record))
+                Some(write_streamed(&self.store, target, Vec::new(), body, counter, deadline).await?)
             }
             None => None,
         };
-        for attempt in 0.. {
-            if attempt > 0 {
-                version = new_id();
-                journal_entry = self.journal.record(base, Some(&version)).await?;
-            }
-            let files = self
-                .build_file_version(node, &based_on.marker, &version, path, uploaded.as_ref(), attempt > 0, &limits)
-                .await?;
-            deadline.check()?;
-            let (metadata, warnings) = self.check_with_handler(node, &version, &files, handler).await?;
+        let mut files =
+            self.build_file_version(node, &based_on.marker, None, &version, path, uploaded.as_ref(), &limits).await?;
+        deadline.check()?;
+        let mut checked = self.check_with_handler(node, &version, &files, handler).await?;
 
-            let _lock = self.locks.acquire(&node.resource_lock_key()).await?;
+        let _lock = self.locks.acquire(&node.resource_lock_key()).await?;
+        loop {
+            deadline.check()?;
             let current = self.live_read(node).await?;
             conditions.check_write(Some(&current.marker.etag))?;
             // Built on the version still current (a change of the marker that
             // keeps it, like the sweep expiring history, needs no rebuild).
             if current.marker.current_version != based_on.marker.current_version {
-                if attempt + 1 >= MAX_REBASES {
-                    return Err(FolderError::Conflict(format!(
-                        "{} keeps being changed by other requests; retry",
-                        node.item_url()
-                    )));
-                }
                 if op == Mutation::Delete && !current.marker.files.contains_key(path) {
                     return Err(FolderError::NotFound(format!("{}/files/{path}", node.item_url())));
                 }
+                files = self
+                    .build_file_version(node, &current.marker, Some(&files), &version, path, uploaded.as_ref(), &limits)
+                    .await?;
+                deadline.check()?;
+                checked = self.check_with_handler(node, &version, &files, handler).await?;
                 based_on = current;
                 continue;
             }
-            deadline.check()?;
             let history = self.supersede(node, Some(&current.marker), self.retention(handler)).await?;
+            deadline.check()?;
             let now = now_ms();
+            let (metadata, warnings) = checked.clone();
             let marker = ResourceMarker {
-                current_version: version,
+                current_version: version.clone(),
                 etag: aggregate_etag(&files),
                 updated_at: now,
                 commit_id: new_id(),
                 metadata,
                 warnings,
-                files,
+                files: files.clone(),
                 committed_at: Some(now),
-                committed_by: author,
+                committed_by: author.clone(),
                 history,
                 ..current.marker.clone()
             };
-            self.write_marker(node, &marker, Some(current.version)).await?;
+            match self.write_marker(node, &marker, Some(current.version)).await {
+                Ok(()) => {}
+                // Lost to a committer this lock does not exclude: rebuild on
+                // what it committed.
+                Err(FolderError::Precondition(_)) => continue,
+                Err(error) => return Err(error),
+            }
             self.journal.forget_staged(journal_entry);
             self.publish(EventAction::Update, node, Some(&marker.etag)).await;
             return Ok(Committed { marker, created: false });
         }
-        unreachable!("the loop returns")
     }
 
     /// The live marker of `node` with its conditional-write token; 404 when
@@ -1177,23 +1168,25 @@ impl FolderEngine {
     }
 
     /// Fills `version` with the files of `based_on` except `path`, plus the
-    /// uploaded content (already in place on the first attempt, copied from
-    /// where it was streamed on a rebase); checks the limits again, since
-    /// the other files may have changed.
+    /// uploaded content (streamed into `version` already); checks the limits
+    /// again, since the other files may have changed. `built` is what
+    /// `version` holds from an earlier build on another version: only the
+    /// files that differ are copied, and those `based_on` no longer has are
+    /// removed first (one may be where a new directory goes).
     #[allow(clippy::too_many_arguments)]
     async fn build_file_version(
         &self,
         node: &Node,
         based_on: &ResourceMarker,
+        built: Option<&BTreeMap<String, FileRecord>>,
         version: &str,
         path: &str,
-        uploaded: Option<&(Path, FileRecord)>,
-        copy_upload: bool,
+        uploaded: Option<&FileRecord>,
         limits: &FolderLimits,
     ) -> Result<BTreeMap<String, FileRecord>, FolderError> {
         let mut files = based_on.files.clone();
         files.remove(path);
-        if let Some((_, record)) = uploaded {
+        if let Some(record) = uploaded {
             // Checked again: the version rebuilt on may hold new files.
             check_no_file_folder_clash(files.keys(), path)?;
             if files.len() >= limits.max_files as usize {
@@ -1207,13 +1200,21 @@ impl FolderEngine {
                 )));
             }
         }
-        let copies =
-            files.keys().map(|file| (node.paths.file(&based_on.current_version, file), node.paths.file(version, file)));
-        self.copy_all(copies.collect()).await?;
-        if let Some((object, record)) = uploaded {
-            if copy_upload {
-                self.store.copy(object, &node.paths.file(version, path)).await?;
+        let has = |file: &str, record: &FileRecord| built.and_then(|built| built.get(file)) == Some(record);
+        if let Some(built) = built {
+            let stale = built.keys().filter(|file| file.as_str() != path && !files.contains_key(*file));
+            let stale: Vec<Path> = stale.map(|file| node.paths.file(version, file)).collect();
+            if !stale.is_empty() {
+                let locations = futures_util::stream::iter(stale.into_iter().map(Ok)).boxed();
+                self.store.delete_stream(locations).try_for_each(|_| async { Ok(()) }).await?;
             }
+        }
+        let copies = files
+            .iter()
+            .filter(|(file, record)| !has(file, record))
+            .map(|(file, _)| (node.paths.file(&based_on.current_version, file), node.paths.file(version, file)));
+        self.copy_all(copies.collect()).await?;
+        if let Some(record) = uploaded {
             files.insert(path.to_string(), record.clone());
         }
         Ok(files)
@@ -1441,39 +1442,47 @@ impl FolderEngine {
     }
 
     /// Files of the current version under `dir` (the resource root when
-    /// empty), from the marker's manifest.
+    /// empty), from the marker's manifest, paged as every listing is: in the
+    /// order of their keys — a file's path, a directory's path with its `/`
+    /// (where its first file sorts) — after the key `token` names, at most
+    /// `limit`, the last key returned as the next token.
     pub fn list_files(
         &self,
         node: &Node,
         marker: &ResourceMarker,
         dir: &str,
         recursive: bool,
-    ) -> Result<Vec<ListedNode>, FolderError> {
+        token: Option<&str>,
+        limit: usize,
+    ) -> Result<Listing, FolderError> {
         let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
-        let mut items = Vec::new();
-        let mut directories = std::collections::BTreeSet::new();
-        for (path, record) in marker.files.range(prefix.clone()..) {
-            let Some(rest) = path.strip_prefix(&prefix) else { break };
-            match rest.split_once('/') {
-                Some((subdir, _)) if !recursive => {
-                    directories.insert(format!("{prefix}{subdir}"));
-                }
-                _ => items.push(ListedNode::File {
-                    resource: node.url.clone(),
-                    path: path.clone(),
-                    record: record.clone(),
-                }),
-            }
-        }
-        if items.is_empty() && directories.is_empty() && !dir.is_empty() {
+        let exists =
+            dir.is_empty() || marker.files.range(prefix.clone()..).next().is_some_and(|(p, _)| p.starts_with(&prefix));
+        if !exists {
             return Err(FolderError::NotFound(format!("{}/files/{dir}/", node.item_url())));
         }
-        let mut nodes: Vec<ListedNode> = directories
-            .into_iter()
-            .map(|path| ListedNode::FileDirectory { resource: node.url.clone(), path })
-            .collect();
-        nodes.extend(items);
-        Ok(nodes)
+        let after = token.filter(|token| *token > prefix.as_str());
+        let mut items = Vec::new();
+        let mut last: Option<String> = None;
+        let mut next_token = None;
+        for (path, record) in marker.files.range(after.unwrap_or(&prefix).to_string()..) {
+            let Some(rest) = path.strip_prefix(&prefix) else { break };
+            let directory = rest.split_once('/').filter(|_| !recursive).map(|(subdir, _)| format!("{prefix}{subdir}"));
+            let key = directory.as_ref().map_or_else(|| path.clone(), |directory| format!("{directory}/"));
+            if after.is_some_and(|after| key.as_str() <= after) || last.as_ref() == Some(&key) {
+                continue;
+            }
+            if items.len() == limit {
+                next_token = last;
+                break;
+            }
+            items.push(match directory {
+                Some(path) => ListedNode::FileDirectory { resource: node.url.clone(), path },
+                None => ListedNode::File { resource: node.url.clone(), path: path.clone(), record: record.clone() },
+            });
+            last = Some(key);
+        }
+        Ok(Listing { items, next_token })
     }
 
     // ----- plumbing -----------------------------------------------------

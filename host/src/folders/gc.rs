@@ -16,19 +16,27 @@
 //!   conditional marker write under the resource lock, so no commit is
 //!   refused for it) and deletes it;
 //! - a tombstone whose restore window has passed is *purged*: the marker is
-//!   rewritten, conditionally, to a tombstone without files, and then every
-//!   version it referenced (current and history) is deleted. Markers are never deleted: object
-//!   stores cannot delete conditionally, and an unconditional delete could
-//!   remove a re-create that committed in between (a re-create is a
-//!   conditional write over the tombstone, so it either lands before the
-//!   purge — which then fails and leaves it alone — or after it).
+//!   rewritten, conditionally, to a tombstone without files (a re-create is
+//!   a conditional write over the tombstone, so it either lands before the
+//!   purge — which then fails and leaves it alone — or after it), every
+//!   version it referenced (current and history) is deleted, and then the
+//!   marker itself, so a deleted resource leaves nothing in the store and
+//!   costs no listing anything. Object stores cannot delete conditionally,
+//!   and an unconditional delete could remove a re-create that committed in
+//!   between; so the marker is deleted under the resource lock — which every
+//!   write of a marker over a tombstone holds from its read to its write (a
+//!   re-create's commit, a restore) — after reading that it is still the
+//!   purged tombstone, with the lease checked right before the delete. A
+//!   re-create then either committed first (the marker is live: left alone)
+//!   or reads no marker and creates one (`PutMode::Create`).
 //!
 //! Nothing else is ever deleted: not the `v/` prefix as a whole (a re-create
 //! may be staging there), not a version a marker references. The sweep takes
-//! no lock; every decision is fenced by the marker's conditional write. A
-//! crash between any two steps leaves an entry behind, so nothing written is
-//! ever orphaned for good; an entry that fails is kept for the next sweep and
-//! does not stop this one.
+//! a lock only for what a conditional write cannot fence (the purged marker's
+//! delete, a version expired from a history); everything else is fenced by
+//! the marker's conditional write. A crash between any two steps leaves an
+//! entry behind, so nothing written is ever orphaned for good; an entry that
+//! fails is kept for the next sweep and does not stop this one.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -272,10 +280,10 @@ impl FolderEngine {
     /// Finishes a tombstone whose restore window has passed: the marker
     /// becomes a tombstone without files (a conditional write: a re-create
     /// or restore that got in first wins, and this sweep leaves it alone),
-    /// then every version it referenced is deleted. The purged marker keeps
-    /// naming those versions, so after a crash between the two steps the entry
-    /// (still there) finishes the job; a re-create over it journals that
-    /// version as superseded, like any commit does.
+    /// then every version it referenced is deleted, then the marker. The
+    /// purged marker keeps naming those versions, so after a crash between
+    /// the steps the entry (still there) finishes the job; a re-create over
+    /// it journals that version as superseded, like any commit does.
     async fn purge(&self, base: &Path, read: &Versioned, report: &mut SweepReport) -> Result<bool, FolderError> {
         if read.marker.purged_at.is_none() {
             let mut purged = read.marker.clone();
@@ -291,6 +299,27 @@ impl FolderEngine {
             let (deleted, bytes) = self.delete_prefix(&base.clone().join(VERSIONS_DIR).join(version)).await?;
             report.objects_deleted += deleted;
             report.bytes_deleted += bytes;
+        }
+        self.remove_purged_marker(base, report).await
+    }
+
+    /// Deletes the marker of a purged tombstone: what is left of a deleted
+    /// resource, which every listing of its folder would otherwise read
+    /// forever. Under the resource lock (see the module docs: every write
+    /// over a tombstone holds it from its read to its write), only if the
+    /// marker is still a purged tombstone, and never on a lease that may
+    /// have run out. A marker that is live again, or a newer tombstone
+    /// (with an entry of its own), settles this entry as it is.
+    async fn remove_purged_marker(&self, base: &Path, report: &mut SweepReport) -> Result<bool, FolderError> {
+        let lock = self.locks.acquire(&resource_lock_key(base)).await?;
+        let purged = self.marker_at(base).await?.is_some_and(|read| read.marker.purged_at.is_some());
+        if purged {
+            lock.ensure_held()?;
+            match self.store().delete(&base.clone().join(RESOURCE_MARKER)).await {
+                Ok(()) => report.objects_deleted += 1,
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(error) => return Err(error.into()),
+            }
         }
         Ok(true)
     }

@@ -202,7 +202,7 @@ pub async fn metadata_node(state: &AppState, link: &Link) -> Result<Option<serde
                 return Ok(Some(crate::folders::listing_json::resource_json(&link.url, &marker)));
             }
             let exists = link.url.is_folder() && state.folders().folder_exists(&node).await?;
-            Ok(exists.then(|| crate::folders::listing_json::folder_json(&link.url, None)))
+            Ok(exists.then(|| crate::folders::listing_json::folder_json(&link.url, None, &link.kind.resource_type())))
         }
         Kind::Blob(group) => {
             let target = BlobTarget::new(link.url.clone(), link.location.clone())?;

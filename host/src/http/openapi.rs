@@ -18,6 +18,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use serde::Serialize;
 use serde_json::Value;
+use utoipa::openapi::path::ParameterIn;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{Content, OpenApi as Document, PathItem, RefOr, Response};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
@@ -25,12 +26,15 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 use super::{consent, deployments, feed, publication, resource_ops, routes, sharing, v1, v2};
 
 /// Paths one handler serves besides the one its attribute documents:
-/// `(documented, also, suffix of the copies' operation ids)`.
-const ALSO_SERVED: [(&str, &str, &str); 4] = [
+/// `(documented, also, suffix of the copies' operation ids)`. A copy keeps
+/// the path parameters its own path names.
+const ALSO_SERVED: [(&str, &str, &str); 5] = [
     ("/v1/files/{bucket}/{path}", "/v1/prompts/{bucket}/{path}", "prompts"),
     ("/v1/files/{bucket}/{path}", "/v1/conversations/{bucket}/{path}", "conversations"),
     ("/v1/files/{bucket}/{path}", "/v1/applications/{bucket}/{path}", "applications"),
     ("/openai/deployments/{deployment}/chat/completions", "/openai/deployments/{deployment}/responses", "responses"),
+    // A resource's files: the `…/files/` root is the listing of `{dir}` with none.
+    ("/v2/metadata/{group}/{bucket}/{path}/files/{dir}", "/v2/metadata/{group}/{bucket}/{path}/files", "root"),
 ];
 
 #[derive(OpenApi)]
@@ -88,6 +92,10 @@ const ALSO_SERVED: [(&str, &str, &str); 4] = [
         v2::get,
         v2::put,
         v2::delete,
+        v2::get_file,
+        v2::put_file,
+        v2::delete_file,
+        v2::list_files,
     ),
     security(("api_key" = []), ("bearer" = [])),
     modifiers(&Conventions),
@@ -129,6 +137,11 @@ impl Modify for Conventions {
             let mut item = doc.paths.paths.get(documented).cloned().expect("ALSO_SERVED names documented paths");
             for operation in operations(&mut item) {
                 operation.operation_id = operation.operation_id.take().map(|id| format!("{id}_{suffix}"));
+                if let Some(parameters) = operation.parameters.as_mut() {
+                    parameters.retain(|parameter| {
+                        parameter.parameter_in != ParameterIn::Path || also.contains(&format!("{{{}}}", parameter.name))
+                    });
+                }
             }
             doc.paths.paths.insert(also.to_string(), item);
         }
@@ -212,8 +225,10 @@ pub struct Node {
     pub url: String,
     #[schema(example = "ITEM")]
     pub node_type: String,
-    /// `FILE`, `PROMPT`, `SKILL`, … (the handler's type name for v2).
-    pub resource_type: Option<String>,
+    /// `FILE`, `PROMPT`, `SKILL`, … (the handler's type name for v2): on
+    /// every node, folders and a resource's files included (clients such as
+    /// EPAM's `aidial-client` refuse a node without it).
+    pub resource_type: String,
     pub created_at: Option<i64>,
     pub updated_at: Option<i64>,
     pub etag: Option<String>,
@@ -384,6 +399,48 @@ mod tests {
                       #[derive(ToSchema)]\n#[schema(as = B)]\nstruct Inner;\n#[derive(Debug)]\nenum C {}\n\
                       #[derive(ToSchema)]\npub(crate) enum D { X }\n";
         assert_eq!(schema_names(source), ["A", "B", "D"]);
+    }
+
+    /// A client generated from the document reaches a resource's files: one
+    /// file's GET (of a version too), PUT and DELETE, and the listing of its
+    /// files, each its own path; and every path declares exactly the path
+    /// parameters its template names.
+    #[test]
+    fn a_resources_files_are_their_own_paths() {
+        let doc = &document();
+        let file = &doc["paths"]["/v2/{group}/{bucket}/{path}/files/{file}"];
+        let methods: Vec<&String> = file.as_object().expect("one file is documented").keys().collect();
+        assert_eq!(methods, ["get", "put", "delete"]);
+        let names = |operation: &Value| -> Vec<String> {
+            operation["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert!(names(&file["get"]).contains(&"version".to_string()), "{}", file["get"]);
+        for listing in
+            ["/v2/metadata/{group}/{bucket}/{path}/files", "/v2/metadata/{group}/{bucket}/{path}/files/{dir}"]
+        {
+            let get = &doc["paths"][listing]["get"];
+            for query in ["limit", "token", "recursive"] {
+                assert!(names(get).contains(&query.to_string()), "{listing}: {get}");
+            }
+        }
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            let templated: Vec<&str> = path.split(['{', '}']).skip(1).step_by(2).collect();
+            for (method, operation) in item.as_object().unwrap() {
+                let declared: Vec<&str> = operation["parameters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|p| p["in"] == "path")
+                    .map(|p| p["name"].as_str().unwrap())
+                    .collect();
+                assert_eq!(declared, templated, "{method} {path}");
+            }
+        }
     }
 
     #[test]

@@ -143,8 +143,13 @@ pub async fn create(State(state): State<AppState>, caller: Caller, bytes: Bytes)
                     .source_url
                     .as_deref()
                     .ok_or_else(|| ApiError::bad_request("Resource \"sourceUrl\" is missing"))?;
-                let source = catalog::resource(catalog::parse_link(&state, source_raw)?);
+                // The listing form `…/x/` is the resource `x` only when `x`
+                // exists; otherwise it is the folder it looks like. Readable
+                // first (as DIAL checks), so the folder answer tells nobody
+                // without access whether a resource lives there.
+                let source = catalog::canonical(&state, catalog::parse_link(&state, source_raw)?).await?;
                 if source.url.is_public() || source.url.is_folder() {
+                    catalog::require(&state, &caller, &source, Permission::Read).await?;
                     return Err(ApiError::bad_request(format!("Source resource {source_raw} must be a private item")));
                 }
                 if source.url.group() != target.url.group() {

@@ -24,7 +24,9 @@ use crate::auth::Caller;
 use crate::etag::Preconditions;
 use crate::folders::Node;
 use crate::folders::archive::stream_zip;
-use crate::folders::listing_json::{folder_json, node_json, resource_json};
+use crate::folders::engine::Committed;
+use crate::folders::listing_json::{files_folder_json, folder_json, node_json, resource_json, resource_type};
+use crate::folders::marker::ResourceMarker;
 use crate::folders::marker::VersionRecord;
 use crate::folders::names::FILES_SEGMENT;
 use crate::handlers::Handler;
@@ -130,19 +132,30 @@ fn named_version(version: Option<&str>) -> Result<Option<&str>, ApiError> {
     }
 }
 
-/// `GET /v2/{g}/{b}/{path}`: the ZIP; `…/files/{file}`: one file; either
-/// of a retained version with `?version=<id>`.
+// The routes below are served by one handler per method (`/v2/{*path}`);
+// each kind of path is documented as its own OpenAPI path: a resource or
+// folder (`…/{path}`), one file of a resource (`…/{path}/files/{file}`), and
+// the listings of both, so a client generated from the document reaches
+// every one of them.
+
+const GROUP: &str = "The handler type's group (e.g. `skills`)";
+const BUCKET: &str = "The bucket id (`GET /v1/bucket`), or `public`";
+const RESOURCE_PATH: &str = "The resource's path (may contain `/`)";
+const FILE_PATH: &str = "The file's path inside the resource (may contain `/`)";
+
+/// `GET /v2/{g}/{b}/{path}`: the ZIP, of a retained version with
+/// `?version=<id>`; `…/files/{file}`: one file ([`get_file`]).
 #[utoipa::path(get, path = "/v2/{group}/{bucket}/{path}", tag = "v2",
-    params(("group" = String, Path, description = "The handler type's group (e.g. `skills`)"),
-        ("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
-        ("path" = String, Path, description = "The resource's path (may contain `/`); a trailing `/` names a folder, \
-            `…/files/{file}` one file of the resource"),
+    params(("group" = String, Path, description = GROUP), ("bucket" = String, Path, description = BUCKET),
+        ("path" = String, Path, description = "The resource's path (may contain `/`); a folder (trailing `/`) is \
+            listed with `GET /v2/metadata/…` instead"),
         ("version" = Option<String>, Query, description = "A retained version (`GET /v2/versions/…`) instead of the current one"),),
     responses(
-        (status = 200, description = "The resource as a ZIP (streamed), or one file with its own content type; `ETag`",
-            content((super::openapi::Binary = "application/zip"), (super::openapi::Binary = "*/*"))),
+        (status = 200, description = "The resource as a ZIP (streamed); `ETag`",
+            content((super::openapi::Binary = "application/zip"))),
         (status = 304, description = "`If-None-Match` matched"),
-        (status = 404, description = "No such resource, file or version (`Version <id> not found`)", body = String,
+        (status = 400, description = "The path names a folder: list it", body = String, content_type = "text/plain"),
+        (status = 404, description = "No such resource or version (`Version <id> not found`)", body = String,
             content_type = "text/plain"),
     ))]
 pub async fn get(
@@ -155,43 +168,65 @@ pub async fn get(
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Read).await?;
     let conditions = Preconditions::from_headers(&headers);
     let engine = state.folders();
-    let file = target.single_file()?;
+    let file = target.single_file()?.map(str::to_owned);
     let marker = match named_version(query.version.as_deref())? {
         None => engine.resource_for_read(&target.node).await?,
         Some(version) => engine.version_for_read(&target.node, version).await?,
     };
-    match file {
-        None => {
-            if conditions.not_modified(&marker.etag) {
-                return Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &marker.etag));
-            }
-            let name = target.node.url.name().unwrap_or("resource").replace('"', "");
-            let etag = marker.etag.clone();
-            let body = Body::from_stream(stream_zip(engine.store().clone(), target.node.paths().clone(), marker));
-            let response = (
-                [
-                    (header::CONTENT_TYPE, "application/zip".to_string()),
-                    (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{name}.zip\"")),
-                ],
-                body,
-            )
-                .into_response();
-            Ok(with_etag(response, &etag))
-        }
-        Some(file) => {
-            let (object, record) = engine.file_path(&target.node, &marker, file)?;
-            if conditions.not_modified(&record.etag) {
-                return Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &record.etag));
-            }
-            let stream = engine.store().get(&object).await.map_err(crate::folders::FolderError::from)?.into_stream();
-            let response = (
-                file_headers(content_type_of(file), record.size),
-                Body::from_stream(stream.map(|chunk| chunk.map_err(std::io::Error::other))),
-            )
-                .into_response();
-            Ok(with_etag(response, &record.etag))
-        }
+    if let Some(file) = file {
+        return get_file(&state, &target, &file, marker, &conditions).await;
     }
+    if conditions.not_modified(&marker.etag) {
+        return Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &marker.etag));
+    }
+    let name = target.node.url.name().unwrap_or("resource").replace('"', "");
+    let etag = marker.etag.clone();
+    let body = Body::from_stream(stream_zip(engine.store().clone(), target.node.paths().clone(), marker));
+    let response = (
+        [
+            (header::CONTENT_TYPE, "application/zip".to_string()),
+            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{name}.zip\"")),
+        ],
+        body,
+    )
+        .into_response();
+    Ok(with_etag(response, &etag))
+}
+
+/// `GET /v2/{g}/{b}/{path}/files/{file}`: one file of the version `marker`
+/// describes (the current one, or `?version=<id>`), streamed.
+#[utoipa::path(get, path = "/v2/{group}/{bucket}/{path}/files/{file}", tag = "v2",
+    params(("group" = String, Path, description = GROUP), ("bucket" = String, Path, description = BUCKET),
+        ("path" = String, Path, description = RESOURCE_PATH), ("file" = String, Path, description = FILE_PATH),
+        ("version" = Option<String>, Query, description = "A retained version (`GET /v2/versions/…`) instead of the current one"),),
+    responses(
+        (status = 200, description = "The file with its own content type (streamed); `ETag` = the file's MD5",
+            content((super::openapi::Binary = "*/*"))),
+        (status = 304, description = "`If-None-Match` matched"),
+        (status = 400, description = "The file URL ends in `/` (a folder of files: list it)", body = String,
+            content_type = "text/plain"),
+        (status = 404, description = "No such resource, file or version (`Version <id> not found`)", body = String,
+            content_type = "text/plain"),
+    ))]
+async fn get_file(
+    state: &AppState,
+    target: &Target,
+    file: &str,
+    marker: ResourceMarker,
+    conditions: &Preconditions,
+) -> Result<Response, ApiError> {
+    let engine = state.folders();
+    let (object, record) = engine.file_path(&target.node, &marker, file)?;
+    if conditions.not_modified(&record.etag) {
+        return Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &record.etag));
+    }
+    let stream = engine.store().get(&object).await.map_err(crate::folders::FolderError::from)?.into_stream();
+    let response = (
+        file_headers(content_type_of(file), record.size),
+        Body::from_stream(stream.map(|chunk| chunk.map_err(std::io::Error::other))),
+    )
+        .into_response();
+    Ok(with_etag(response, &record.etag))
 }
 
 /// A small table: the common types of skill files; everything else is bytes.
@@ -213,18 +248,16 @@ fn content_type_of(path: &str) -> &'static str {
 }
 
 /// `PUT`: a whole resource (multipart, one part per file), a folder
-/// (trailing `/`), or one file (`…/files/{file}`, one part).
+/// (trailing `/`), or one file (`…/files/{file}`: [`put_file`]).
 #[utoipa::path(put, path = "/v2/{group}/{bucket}/{path}", tag = "v2",
-    params(("group" = String, Path, description = "The handler type's group (e.g. `skills`)"),
-        ("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
+    params(("group" = String, Path, description = GROUP), ("bucket" = String, Path, description = BUCKET),
         ("path" = String, Path, description = "The resource's path (may contain `/`); a trailing `/` names a folder, \
-            `…/files/{file}` one file of the resource"),),
+            created with an empty body"),),
     request_body(content = super::openapi::FileParts, content_type = "multipart/form-data",
-        description = "The whole resource (one part per file, filename = relative path), or one part for `…/files/{file}`; \
-            nothing for a folder"),
+        description = "The whole resource: one part per file, filename = relative path (nothing for a folder)"),
     responses(
-        (status = 200, description = "Committed: the resource's metadata (with the handler's warnings) and `ETag`",
-            body = super::openapi::Node),
+        (status = 200, description = "Committed: the resource's metadata (with the handler's warnings) and `ETag`, \
+            or the folder created", body = super::openapi::Node),
         (status = 400, description = "The handler refused it, or a name or path is invalid: each problem named",
             body = String, content_type = "text/plain"),
         (status = 412, description = "`If-Match` / `If-None-Match` failed", body = String, content_type = "text/plain"),
@@ -240,41 +273,83 @@ pub async fn put(
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Write, Permission::Write).await?;
     let conditions = Preconditions::from_headers(&headers);
     let engine = state.folders();
-    target.single_file()?;
-    if target.file.is_none() && target.node.url.is_folder() {
+    if let Some(file) = target.single_file()? {
+        let file = file.to_owned();
+        return put_file(&state, &caller, &target, &file, request, &conditions).await;
+    }
+    if target.node.url.is_folder() {
         no_files_for_a_folder(&target.node.url, request).await?;
         let marker = engine.create_folder(&target.node, Some(caller.author_name())).await?;
         let etag = marker.etag();
-        let body = Json(folder_json(&target.node.url, Some(&marker)));
+        let resource_type = resource_type(&target.handler.description().type_name);
+        let body = Json(folder_json(&target.node.url, Some(&marker), &resource_type));
         return Ok(with_etag(body.into_response(), &etag));
     }
     let mut upload = Upload::new(request, "Expected a multipart/form-data body, one part per file")?;
     let received = async {
-        match &target.file {
-            None => {
-                let mut staging = engine.stage(&target.node, &target.handler, &conditions).await?;
-                while let Some(mut part) = upload.next_part().await? {
-                    let name = part.file_name().map(str::to_owned).ok_or_else(|| {
-                        ApiError::bad_request("Every part needs a filename: the file's path in the resource")
-                    })?;
-                    staging.add_file(&name, &mut part).await.map_err(|error| part.error_or(error))?;
-                }
-                if staging.file_count() == 0 {
-                    return Err(ApiError::bad_request("The upload has no files"));
-                }
-                Ok(engine.commit(staging, &target.handler, &conditions, Some(caller.author_name())).await?)
-            }
-            Some(file) => {
-                // The path comes from the URL, so the one part may be unnamed.
-                let mut part = upload.single_file(FormFields::Counted).await?;
-                let committed = engine
-                    .put_file(&target.node, file, &mut part, &target.handler, &conditions, Some(caller.author_name()))
-                    .await;
-                committed.map_err(|error| part.error_or(error))
-            }
+        let mut staging = engine.stage(&target.node, &target.handler, &conditions).await?;
+        while let Some(mut part) = upload.next_part().await? {
+            let name = part
+                .file_name()
+                .map(str::to_owned)
+                .ok_or_else(|| ApiError::bad_request("Every part needs a filename: the file's path in the resource"))?;
+            staging.add_file(&name, &mut part).await.map_err(|error| part.error_or(error))?;
         }
+        if staging.file_count() == 0 {
+            return Err(ApiError::bad_request("The upload has no files"));
+        }
+        Ok(engine.commit(staging, &target.handler, &conditions, Some(caller.author_name())).await?)
     }
     .await;
+    committed_answer(&target, upload, received).await
+}
+
+/// `PUT /v2/{g}/{b}/{path}/files/{file}`: one file added or replaced, as a
+/// new version of the resource.
+#[utoipa::path(put, path = "/v2/{group}/{bucket}/{path}/files/{file}", tag = "v2",
+    params(("group" = String, Path, description = GROUP), ("bucket" = String, Path, description = BUCKET),
+        ("path" = String, Path, description = RESOURCE_PATH), ("file" = String, Path, description = FILE_PATH),),
+    request_body(content = super::openapi::FileParts, content_type = "multipart/form-data",
+        description = "Exactly one part: the file's content (its filename is not used, the URL names the file)"),
+    responses(
+        (status = 200, description = "Committed: the resource's metadata and its new aggregate `ETag`",
+            body = super::openapi::Node),
+        (status = 400, description = "Not exactly one part, the handler refused the change, or the path is invalid",
+            body = String, content_type = "text/plain"),
+        (status = 404, description = "No such resource", body = String, content_type = "text/plain"),
+        (status = 412, description = "`If-Match` is not the resource's aggregate etag", body = String,
+            content_type = "text/plain"),
+        (status = 413, description = "Over a size limit of the type", body = String, content_type = "text/plain"),
+    ))]
+async fn put_file(
+    state: &AppState,
+    caller: &Caller,
+    target: &Target,
+    file: &str,
+    request: Request,
+    conditions: &Preconditions,
+) -> Result<Response, ApiError> {
+    let mut upload = Upload::new(request, "Expected a multipart/form-data body, one part per file")?;
+    let received = async {
+        // The path comes from the URL, so the one part may be unnamed.
+        let mut part = upload.single_file(FormFields::Counted).await?;
+        let committed = state
+            .folders()
+            .put_file(&target.node, file, &mut part, &target.handler, conditions, Some(caller.author_name()))
+            .await;
+        committed.map_err(|error| part.error_or(error))
+    }
+    .await;
+    committed_answer(target, upload, received).await
+}
+
+/// The answer to a PUT that read an upload: the committed resource, or the
+/// refusal after what is left of the upload was drained.
+async fn committed_answer(
+    target: &Target,
+    mut upload: Upload,
+    received: Result<Committed, ApiError>,
+) -> Result<Response, ApiError> {
     if received.is_err() {
         upload.drain().await;
     }
@@ -309,15 +384,13 @@ async fn no_files_for_a_folder(url: &ResourceUrl, request: Request) -> Result<()
     }
 }
 
-/// `DELETE`: a resource (tombstone), an empty folder, or one file.
+/// `DELETE`: a resource (tombstone), an empty folder, or one file
+/// ([`delete_file`]).
 #[utoipa::path(delete, path = "/v2/{group}/{bucket}/{path}", tag = "v2",
-    params(("group" = String, Path, description = "The handler type's group (e.g. `skills`)"),
-        ("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
-        ("path" = String, Path, description = "The resource's path (may contain `/`); a trailing `/` names a folder, \
-            `…/files/{file}` one file of the resource"),),
+    params(("group" = String, Path, description = GROUP), ("bucket" = String, Path, description = BUCKET),
+        ("path" = String, Path, description = "The resource's path (may contain `/`); a trailing `/` names a folder"),),
     responses(
-        (status = 200, description = "A resource tombstoned (restorable for the grace period), an empty folder or a file \
-            removed; a file's removal answers the resource's metadata and new `ETag`", body = super::openapi::Node),
+        (status = 200, description = "A resource tombstoned (restorable for the grace period), or an empty folder removed"),
         (status = 400, description = "`…/x/` names a resource, not a folder (delete it as `…/x`)", body = String,
             content_type = "text/plain"),
         (status = 409, description = "The folder is not empty", body = String, content_type = "text/plain"),
@@ -331,48 +404,70 @@ pub async fn delete(
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Write).await?;
     let conditions = Preconditions::from_headers(&headers);
     let engine = state.folders();
-    match target.single_file()? {
-        Some(file) => {
-            let committed = engine
-                .delete_file(&target.node, file, &target.handler, &conditions, Some(caller.author_name()))
-                .await?;
-            let body = Json(resource_json(&target.node.url, &committed.marker));
-            Ok(with_etag(body.into_response(), &committed.marker.etag))
-        }
-        None if target.node.url.is_folder() => {
-            // `…/x/` deletes a folder only if empty (SPEC §4); a resource's
-            // listing form must not delete the resource and its files.
-            let named = engine.access_url(&target.node).await?;
-            if !named.is_folder() {
-                return Err(ApiError::bad_request(format!(
-                    "{} is a resource, not a folder: delete it as {named}",
-                    target.node.url
-                )));
-            }
-            engine.delete_folder(&target.node, &conditions).await?;
-            state.access().sharing().forget(&target.node.location, &target.node.url.to_string()).await?;
-            Ok(StatusCode::OK.into_response())
-        }
-        None => {
-            let Target { node, handler, .. } = target;
-            let link = Link { url: node.url, location: node.location, kind: Kind::Folder(handler) };
-            catalog::delete(&state, &link, &conditions).await?;
-            Ok(StatusCode::OK.into_response())
-        }
+    if let Some(file) = target.single_file()? {
+        return delete_file(&state, &caller, &target, file, &conditions).await;
     }
+    if target.node.url.is_folder() {
+        // `…/x/` deletes a folder only if empty (SPEC §4); a resource's
+        // listing form must not delete the resource and its files.
+        let named = engine.access_url(&target.node).await?;
+        if !named.is_folder() {
+            return Err(ApiError::bad_request(format!(
+                "{} is a resource, not a folder: delete it as {named}",
+                target.node.url
+            )));
+        }
+        engine.delete_folder(&target.node, &conditions).await?;
+        state.access().sharing().forget(&target.node.location, &target.node.url.to_string()).await?;
+        return Ok(StatusCode::OK.into_response());
+    }
+    let Target { node, handler, .. } = target;
+    let link = Link { url: node.url, location: node.location, kind: Kind::Folder(handler) };
+    catalog::delete(&state, &link, &conditions).await?;
+    Ok(StatusCode::OK.into_response())
 }
 
-/// `GET /v2/metadata/{g}/{b}/{path}[/]` and `…/{resource}/files[/{dir}]`.
+/// `DELETE /v2/{g}/{b}/{path}/files/{file}`: one file removed, as a new
+/// version of the resource.
+#[utoipa::path(delete, path = "/v2/{group}/{bucket}/{path}/files/{file}", tag = "v2",
+    params(("group" = String, Path, description = GROUP), ("bucket" = String, Path, description = BUCKET),
+        ("path" = String, Path, description = RESOURCE_PATH), ("file" = String, Path, description = FILE_PATH),),
+    responses(
+        (status = 200, description = "Removed: the resource's metadata and its new aggregate `ETag`",
+            body = super::openapi::Node),
+        (status = 400, description = "The handler refuses it (a skill's `SKILL.md`)", body = String,
+            content_type = "text/plain"),
+        (status = 404, description = "No such resource or file", body = String, content_type = "text/plain"),
+        (status = 412, description = "`If-Match` is not the resource's aggregate etag", body = String,
+            content_type = "text/plain"),
+    ))]
+async fn delete_file(
+    state: &AppState,
+    caller: &Caller,
+    target: &Target,
+    file: &str,
+    conditions: &Preconditions,
+) -> Result<Response, ApiError> {
+    let committed = state
+        .folders()
+        .delete_file(&target.node, file, &target.handler, conditions, Some(caller.author_name()))
+        .await?;
+    let body = Json(resource_json(&target.node.url, &committed.marker));
+    Ok(with_etag(body.into_response(), &committed.marker.etag))
+}
+
+/// `GET /v2/metadata/{g}/{b}/{path}[/]`: a folder's children or a
+/// resource's metadata; `…/{resource}/files[/{dir}]`: its files
+/// ([`list_files`]).
 #[utoipa::path(get, path = "/v2/metadata/{group}/{bucket}/{path}", tag = "v2",
-    params(("group" = String, Path, description = "The handler type's group (e.g. `skills`)"),
-        ("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
-        ("path" = String, Path, description = "The resource's path (may contain `/`); a trailing `/` names a folder, \
-            `…/files/{file}` one file of the resource"),
+    params(("group" = String, Path, description = GROUP), ("bucket" = String, Path, description = BUCKET),
+        ("path" = String, Path, description = "A folder's path (trailing `/`; empty for the bucket root) or a \
+            resource's"),
         ("limit" = Option<usize>, Query, minimum = 0, maximum = 1000, description = "Page size (0–1000, default 100)"),
         ("token" = Option<String>, Query, description = "The `nextToken` of the previous page"),
         ("recursive" = Option<bool>, Query, description = "Every nested folder and resource, in pre-order"),
         ("permissions" = Option<bool>, Query, description = "Add the caller's `permissions`")),
-    responses((status = 200, description = "A folder's children, a resource's metadata, or (`…/files[/{dir}]`) its files \
+    responses((status = 200, description = "A folder's children, or a resource's metadata \
         (typed `application/vnd.dial.metadata+json` when `Accept` names it)",
         content((super::openapi::Node = "application/json"), (super::openapi::Node = "application/vnd.dial.metadata+json")))))]
 pub async fn metadata(
@@ -383,29 +478,13 @@ pub async fn metadata(
     query: ListingQuery,
 ) -> Result<Response, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/metadata/"), Intent::Read, Permission::Read).await?;
+    if let Some(dir) = &target.file {
+        return list_files(&state, &caller, &target, dir, &headers, query).await;
+    }
     let ListingQuery { limit, token, recursive, permissions: with_permissions } = query;
     let engine = state.folders();
     let url = &target.node.url;
-    let location = &target.node.location;
-    // Resources are asked about by their item URL (files share their
-    // resource's permissions), folders by theirs.
-    let permissions_of = async |url: &ResourceUrl| -> Result<Value, ApiError> {
-        Ok(state.access().permission_names(&caller, Resource { url, location }).await?)
-    };
-
-    if let Some(dir) = &target.file {
-        let marker = engine.live_marker(&target.node).await?.ok_or_else(|| ApiError::not_found(&url.to_string()))?;
-        let mut items: Vec<Value> =
-            engine.list_files(&target.node, &marker, dir, recursive)?.iter().map(node_json).collect();
-        let mut node = resource_json(url, &marker);
-        if with_permissions {
-            let permissions = permissions_of(&engine.access_url(&target.node).await?).await?;
-            items.iter_mut().for_each(|item| item["permissions"] = permissions.clone());
-            node["permissions"] = permissions;
-        }
-        node["items"] = json!(items);
-        return Ok(metadata_response(&headers, &node));
-    }
+    let resource_type = resource_type(&target.handler.description().type_name);
     // A resource answers its metadata whichever form names it (listings
     // give resources URLs ending in `/`).
     if !url.is_bucket_root()
@@ -413,36 +492,92 @@ pub async fn metadata(
     {
         let mut node = resource_json(url, &marker);
         if with_permissions {
-            node["permissions"] = permissions_of(&engine.access_url(&target.node).await?).await?;
+            node["permissions"] =
+                permission_names(&state, &caller, &target.node, &engine.access_url(&target.node).await?).await?;
         }
         return Ok(metadata_response(&headers, &node));
     }
     let folder = if url.is_folder() { target.node.clone() } else { as_folder(&target.node)? };
-    let token = match &token {
-        Some(token) => Some(decode_token(token)?),
-        None => None,
-    };
+    let token = token.as_deref().map(decode_token).transpose()?;
     // In `public`, a non-admin sees only what the folder rules admit.
     let filter = state.access().listing_filter(&caller, &folder.location).await?;
     let shows = |url: &ResourceUrl| filter.shows(&caller, url);
     let listing = engine.list(&folder, recursive, token.as_deref(), limit, &shows).await?;
-    let mut node = folder_json(&folder.url, None);
+    let mut node = folder_json(&folder.url, None, &resource_type);
     let mut items = Vec::with_capacity(listing.items.len());
     for item in &listing.items {
-        let mut json = node_json(item);
+        let mut json = node_json(item, &resource_type);
         if with_permissions {
-            json["permissions"] = permissions_of(item.url()).await?;
+            // Resources are asked about by their item URL, folders by theirs.
+            json["permissions"] = permission_names(&state, &caller, &folder, item.url()).await?;
         }
         items.push(json);
     }
     if with_permissions {
-        node["permissions"] = permissions_of(&folder.url).await?;
+        node["permissions"] = permission_names(&state, &caller, &folder, &folder.url).await?;
     }
     node["items"] = json!(items);
     if let Some(token) = listing.next_token {
         node["nextToken"] = json!(bs58::encode(token.as_bytes()).into_string());
     }
     Ok(metadata_response(&headers, &node))
+}
+
+/// `GET /v2/metadata/{g}/{b}/{path}/files[/{dir}]`: the files of the
+/// current version, as DIAL Core answers it: the `…/files/` folder (or the
+/// directory listed) with its files and directories below it, paged as
+/// every listing is.
+#[utoipa::path(get, path = "/v2/metadata/{group}/{bucket}/{path}/files/{dir}", tag = "v2",
+    params(("group" = String, Path, description = GROUP), ("bucket" = String, Path, description = BUCKET),
+        ("path" = String, Path, description = RESOURCE_PATH),
+        ("dir" = String, Path, description = "A directory of files inside the resource (may contain `/`)"),
+        ("limit" = Option<usize>, Query, minimum = 0, maximum = 1000, description = "Page size (0–1000, default 100)"),
+        ("token" = Option<String>, Query, description = "The `nextToken` of the previous page"),
+        ("recursive" = Option<bool>, Query, description = "Every file below, without directory nodes"),
+        ("permissions" = Option<bool>, Query, description = "Add the caller's `permissions` (the resource's)")),
+    responses((status = 200, description = "The folder of files listed, its `items` the files (`ITEM`) and directories \
+        (`FOLDER`) in it (typed `application/vnd.dial.metadata+json` when `Accept` names it)",
+        content((super::openapi::Node = "application/json"), (super::openapi::Node = "application/vnd.dial.metadata+json"))),
+        (status = 404, description = "No such resource or directory", body = String, content_type = "text/plain"),))]
+async fn list_files(
+    state: &AppState,
+    caller: &Caller,
+    target: &Target,
+    dir: &str,
+    headers: &HeaderMap,
+    query: ListingQuery,
+) -> Result<Response, ApiError> {
+    let ListingQuery { limit, token, recursive, permissions: with_permissions } = query;
+    let engine = state.folders();
+    let url = &target.node.url;
+    let marker = engine.live_marker(&target.node).await?.ok_or_else(|| ApiError::not_found(&url.to_string()))?;
+    let token = token.as_deref().map(decode_token).transpose()?;
+    let listing = engine.list_files(&target.node, &marker, dir, recursive, token.as_deref(), limit)?;
+    let resource_type = resource_type(&marker.type_name);
+    let mut items: Vec<Value> = listing.items.iter().map(|item| node_json(item, &resource_type)).collect();
+    let mut node = files_folder_json(url, dir, &resource_type);
+    if with_permissions {
+        // A resource's files have its permissions.
+        let permissions =
+            permission_names(state, caller, &target.node, &engine.access_url(&target.node).await?).await?;
+        items.iter_mut().for_each(|item| item["permissions"] = permissions.clone());
+        node["permissions"] = permissions;
+    }
+    node["items"] = json!(items);
+    if let Some(token) = listing.next_token {
+        node["nextToken"] = json!(bs58::encode(token.as_bytes()).into_string());
+    }
+    Ok(metadata_response(headers, &node))
+}
+
+/// What `caller` may do at `url` (in `node`'s bucket), as `permissions` lists it.
+async fn permission_names(
+    state: &AppState,
+    caller: &Caller,
+    node: &Node,
+    url: &ResourceUrl,
+) -> Result<Value, ApiError> {
+    Ok(state.access().permission_names(caller, Resource { url, location: &node.location }).await?)
 }
 
 /// Listing tokens are opaque to clients (Base58 of the last name returned),
