@@ -244,11 +244,13 @@ async fn redis_acquire_times_out_naming_the_key() {
 #[tokio::test]
 async fn redis_renewal_keeps_lock_held_past_its_ttl() {
     let server = redis_server_or_skip!();
-    let holder = redis_locks(&server, 300, 5_000).await;
-    let contender = redis_locks(&server, 300, 100).await;
+    // A 600 ms lease, renewed every 200 ms: a renewal may slip by 400 ms on a
+    // loaded machine (tests run in parallel on two cores) before it lapses.
+    let holder = redis_locks(&server, 600, 5_000).await;
+    let contender = redis_locks(&server, 600, 100).await;
     let guard = holder.acquire("bucket:renewed").await.unwrap();
     // Over three TTLs, every attempt by another host must fail.
-    let hold_until = Instant::now() + Duration::from_secs(1);
+    let hold_until = Instant::now() + Duration::from_millis(1800);
     while Instant::now() < hold_until {
         match contender.acquire("bucket:renewed").await {
             Err(LockError::Timeout { .. }) => {}
@@ -257,7 +259,7 @@ async fn redis_renewal_keeps_lock_held_past_its_ttl() {
     }
     assert!(!guard.is_lost());
     guard.release().await;
-    let contender = redis_locks(&server, 300, 5_000).await;
+    let contender = redis_locks(&server, 600, 5_000).await;
     contender.acquire("bucket:renewed").await.unwrap();
 }
 
