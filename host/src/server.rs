@@ -238,7 +238,8 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
             // The local filesystem keeps empty directories after deletes.
             config.storage_url().starts_with("file://"),
         )
-        .with_path_limits(PathLimits::for_url(&config.storage_url())),
+        .with_path_limits(PathLimits::for_url(&config.storage_url()))
+        .with_listing_cache(config.listings.cache_entries),
     );
     let folders = Arc::new(
         FolderEngine::new(store.clone(), locks, events.clone(), config.folders.clone(), config.handlers.types.clone())
