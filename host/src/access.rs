@@ -260,12 +260,14 @@ fn appdata_permissions(key: &KeyData, resource: Resource<'_>) -> Permissions {
     if in_appdata && *resource.location == key.user_bucket() { Permissions::ALL } else { Permissions::default() }
 }
 
-/// The grants baked into a key (request attachments, dependencies) that
-/// cover `resource`, before they are bounded by the originating user's reach.
+/// The grants of a key (request attachments, dependencies, an answer's
+/// attachments, what its caller passed on) that cover `resource`, before
+/// they are bounded by the originating user's reach.
 fn grant_permissions(key: &KeyData, resource: Resource<'_>) -> Permissions {
     let url = resource.url.to_string();
     key.grants
         .iter()
+        .chain(&key.received)
         .filter(|grant| covers(&grant.url, &url))
         .fold(Permissions::default(), |held, grant| held.union(Permissions { read: grant.read, write: grant.write }))
 }
@@ -316,6 +318,8 @@ mod tests {
                 KeyGrant { url: "files/ALICE/shared/".into(), read: true, write: false },
                 KeyGrant { url: "files/BOB/".into(), read: true, write: true },
             ],
+            received: vec![KeyGrant { url: "files/ALICE/passed.txt".into(), read: true, write: false }],
+            passed_on: vec![],
             expires_at: i64::MAX,
         };
         let alice = BucketLocation::User("alice".into());
@@ -337,6 +341,7 @@ mod tests {
         assert_eq!(on("files/ALICE/appdata/other/note.txt", &alice), Permissions::default(), "another app's");
         assert_eq!(on("files/ALICE/private.txt", &alice), Permissions::default(), "never the user's own bucket");
         assert_eq!(on("files/ALICE/doc.txt", &alice), Permissions::READ);
+        assert_eq!(on("files/ALICE/passed.txt", &alice), Permissions::READ, "passed on by the caller");
         assert_eq!(on("files/ALICE/shared/deep/x.txt", &alice), Permissions::READ);
         assert_eq!(on("files/ECHO/anything", &BucketLocation::Key("echo".into())), Permissions::ALL);
         let bob = BucketLocation::User("bob".into());

@@ -22,15 +22,21 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder
 use utoipa::openapi::{Content, OpenApi as Document, PathItem, RefOr, Response};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
-use super::{consent, deployments, feed, publication, resource_ops, routes, sharing, v1, v2};
+use super::{consent, deployments, feed, permissions, publication, resource_ops, routes, sharing, v1, v2};
 
 /// Paths one handler serves besides the one its attribute documents:
 /// `(documented, also, suffix of the copies' operation ids)`.
-const ALSO_SERVED: [(&str, &str, &str); 4] = [
+const ALSO_SERVED: [(&str, &str, &str); 6] = [
     ("/v1/files/{bucket}/{path}", "/v1/prompts/{bucket}/{path}", "prompts"),
     ("/v1/files/{bucket}/{path}", "/v1/conversations/{bucket}/{path}", "conversations"),
     ("/v1/files/{bucket}/{path}", "/v1/applications/{bucket}/{path}", "applications"),
     ("/openai/deployments/{deployment}/chat/completions", "/openai/deployments/{deployment}/responses", "responses"),
+    (
+        "/openai/deployments/{deployment}/chat/completions",
+        "/openai/deployments/{deployment}/completions",
+        "completions",
+    ),
+    ("/openai/deployments/{deployment}/chat/completions", "/openai/deployments/{deployment}/embeddings", "embeddings"),
 ];
 
 #[derive(OpenApi)]
@@ -77,6 +83,15 @@ const ALSO_SERVED: [(&str, &str, &str); 4] = [
         deployments::list_applications,
         deployments::get_deployment,
         deployments::get_application,
+        deployments::tokenize,
+        deployments::truncate_prompt,
+        deployments::configuration,
+        deployments::rate,
+        deployments::deployment_names,
+        routes::user_info,
+        permissions::grant,
+        permissions::revoke,
+        permissions::list,
         consent::user_get,
         consent::user_post,
         consent::admin_get,
