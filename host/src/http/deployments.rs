@@ -237,6 +237,7 @@ pub struct DeploymentName {
 
 /// `?type=model,application,toolset`: the kinds listed (all when absent).
 #[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct NamesQuery {
     #[serde(rename = "type")]
     kinds: Option<String>,
@@ -481,10 +482,22 @@ async fn call(
             format!("Deployment {id} is not accessible by {} (features.accessible_by_per_request_key)", calling.app),
         ));
     }
-    let endpoint = application.endpoint_for(api).ok_or_else(|| {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("Deployment {id} has no {} endpoint", api.name()))
-            .permanent()
-    })?;
+    let Some(endpoint) = application.endpoint_for(api) else {
+        return match api {
+            // As DIAL Core: a rating an application does not take is accepted
+            // (clients rate any answer); the other features are refused.
+            Api::Rate => Ok(StatusCode::OK.into_response()),
+            api if api.is_feature() => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!("Deployment {id} has no {} endpoint (features.{}_endpoint)", api.name(), api.label()),
+            )),
+            _ => Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("Deployment {id} has no {} endpoint", api.name()),
+            )
+            .permanent()),
+        };
+    };
     let url = endpoint.url(uri.path(), uri.query()).map_err(|_| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
