@@ -37,6 +37,8 @@ hs256_secret = "{HS_SECRET}"
 [keys.{PROJECT_KEY}]
 project = "sdk-team"
 roles = ["user"]
+[proxy]
+allowed_destinations = ["127.0.0.1"]
 [applications.echo-sdk]
 display_name = "Echo (aidial-sdk)"
 description = "Reports what aidial-sdk parsed"
@@ -154,6 +156,17 @@ async fn an_aidial_sdk_application_gets_what_dial_core_sends_it() {
     assert_eq!((&seen["bearer_token"], &seen["header_properties"]), (&Value::Null, &Value::Null), "{seen}");
     assert_eq!(seen["properties"]["big"].as_str().map(str::len), Some(20_000), "{}", seen["properties"]);
     assert_eq!(seen["application_id"], "echo-big");
+
+    // A stored application asks for its own definition with its key (DIAL Core's "app self").
+    let definition = json!({"endpoint": format!("{}/openai/deployments/echo-big/chat/completions", f.app.url()),
+                            "applicationProperties": {"big": "y".repeat(20_000)}});
+    let stored = format!("/v1/applications/{}/sdk/echo-big", f.alice.bucket);
+    let put = f.server.client().put_body(&stored, &f.alice.auth(), definition.to_string().as_bytes()).await;
+    assert_eq!(put.status, 200, "{}", put.body);
+    let id = format!("applications/{}/sdk/echo-big", f.alice.bucket);
+    let seen = report(&f.dial_as(&f.alice, "chat", &["--deployment", &id, "--message", "hi"]).await).clone();
+    assert_eq!(seen["application_id"], id.as_str(), "{seen}");
+    assert_eq!(seen["properties"]["big"].as_str().map(str::len), Some(20_000), "{}", seen["properties"]);
 }
 
 /// Item 4: DIAL's feature routes reach the endpoints aidial-sdk serves, each call with a key of its

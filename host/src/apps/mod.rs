@@ -93,6 +93,22 @@ impl Api {
         }
     }
 
+    /// What follows the deployment id in the path the API is called at.
+    pub fn path_suffix(self) -> &'static str {
+        match self {
+            Self::ChatCompletions => "/chat/completions",
+            Self::Completions => "/completions",
+            Self::Embeddings => "/embeddings",
+            Self::Responses => "/responses",
+            Self::AnthropicMessages => "/v1/messages",
+            Self::Mcp => "/mcp",
+            Self::Rate => "/rate",
+            Self::Tokenize => "/tokenize",
+            Self::TruncatePrompt => "/truncate_prompt",
+            Self::Configuration => "/configuration",
+        }
+    }
+
     /// An LLM API: its body is a JSON request whose attachments the key is
     /// granted, and resource dependencies are resolved for it. The feature
     /// endpoints (rate, tokenize, truncate_prompt, configuration) get a key

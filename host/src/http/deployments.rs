@@ -498,7 +498,7 @@ async fn call(
             .permanent()),
         };
     };
-    let url = endpoint.url(uri.path(), uri.query()).map_err(|_| {
+    let url = endpoint.url(&canonical_path(uri.path(), raw_id, &id, api), uri.query()).map_err(|_| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("Deployment {id} has an invalid {} endpoint", api.name()),
@@ -622,6 +622,27 @@ async fn call(
     })
 }
 
+/// The path a call came in at, its deployment id in the one form the host
+/// names it by (as DIAL Core rewrites it before appending the path to a
+/// `base_url`): `/openai/deployments/echo%2Dsdk/…` goes on as `…/echo-sdk/…`.
+fn canonical_path(path: &str, raw_id: &str, id: &str, api: Api) -> String {
+    let suffix_at = path.len().saturating_sub(api.path_suffix().len());
+    let id_at = suffix_at.saturating_sub(raw_id.len());
+    match (path.get(..id_at), path.get(suffix_at..)) {
+        (Some(prefix), Some(suffix)) => format!("{prefix}{}{suffix}", encode_id(id)),
+        _ => path.to_string(),
+    }
+}
+
+/// A deployment id as a URL path (and header value): each segment percent-encoded.
+fn encode_id(id: &str) -> String {
+    let encoded: Vec<String> = id
+        .split('/')
+        .map(|segment| percent_encoding::utf8_percent_encode(segment, crate::resource_url::SEGMENT_ESCAPES).to_string())
+        .collect();
+    encoded.join("/")
+}
+
 /// `X-DIAL-APPLICATION-PROPERTIES` is left out above this size: the
 /// application then reads its properties from `GET /openai/applications/{id}`
 /// (aidial-sdk does), instead of a header servers would refuse.
@@ -640,13 +661,7 @@ fn asserted_headers(id: &str, application: &Application) -> HeaderMap {
     let features = serde_json::to_string(&application.features_data()).expect("features serialize");
     put("x-dial-deployment-features", ascii_json(&features));
     if application.announces_itself() {
-        let encoded: Vec<String> = id
-            .split('/')
-            .map(|segment| {
-                percent_encoding::utf8_percent_encode(segment, crate::resource_url::SEGMENT_ESCAPES).to_string()
-            })
-            .collect();
-        put("x-dial-application-id", encoded.join("/"));
+        put("x-dial-application-id", encode_id(id));
     }
     if let Some(properties) = &application.application_properties {
         let json = ascii_json(properties.get());
@@ -760,11 +775,7 @@ async fn stored(state: &AppState, caller: &Caller, id: &str, reader: Reader) -> 
     if !id.starts_with("applications/") || id.ends_with('/') {
         return Err(unknown());
     }
-    let encoded: Vec<String> = id
-        .split('/')
-        .map(|segment| percent_encoding::utf8_percent_encode(segment, crate::resource_url::SEGMENT_ESCAPES).to_string())
-        .collect();
-    let url = ResourceUrl::parse(&encoded.join("/"), Intent::Read).map_err(|_| unknown())?;
+    let url = ResourceUrl::parse(&encode_id(id), Intent::Read).map_err(|_| unknown())?;
     let location = state.buckets().decode(url.bucket()).map_err(|_| unknown())?;
     if reader == Reader::Caller {
         state.access().check(caller, Resource { url: &url, location: &location }, Permission::Read).await?;
@@ -871,4 +882,37 @@ where
         bytes.extend_from_slice(&chunk);
     }
     Ok(bytes.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_path_an_application_gets_names_the_deployment_as_the_host_does() {
+        let path = |raw: &str, raw_id: &str, id: &str, api| canonical_path(raw, raw_id, id, api);
+        assert_eq!(
+            path("/openai/deployments/echo%2Dsdk/chat/completions", "echo%2Dsdk", "echo-sdk", Api::ChatCompletions),
+            "/openai/deployments/echo-sdk/chat/completions"
+        );
+        assert_eq!(
+            path(
+                "/openai/deployments/applications/B/my%20app/completions",
+                "applications/B/my%20app",
+                "applications/B/my app",
+                Api::Completions
+            ),
+            "/openai/deployments/applications/B/my%20app/completions"
+        );
+        assert_eq!(
+            path(
+                "/anthropic/deployments/completions/v1/messages",
+                "completions",
+                "completions",
+                Api::AnthropicMessages
+            ),
+            "/anthropic/deployments/completions/v1/messages"
+        );
+        assert_eq!(ascii_json(r#"{"a":"é😀"}"#), r#"{"a":"\u00e9\ud83d\ude00"}"#);
+    }
 }
