@@ -9,8 +9,10 @@
 //! - shared with the caller (a grant on the URL or a folder above it) → as granted;
 //! - `public` → read when the rules of every ancestor folder admit the caller.
 //!
-//! Per-request keys add their rules in [`AccessService::permissions`]; routes
-//! never change.
+//! Per-request keys add their rules in [`AccessService::permissions`] (their
+//! application's appdata folder, their grants, and a stored application's
+//! own definition, READ — the last two only as far as the originating user
+//! could go); routes never change.
 
 use std::collections::HashMap;
 
