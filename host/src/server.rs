@@ -255,10 +255,11 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
         PublicRules::new(documents.clone()),
     );
     // Configuration applications are the operator's: they may declare
-    // dependencies on the v1 groups and every loaded type.
+    // dependencies on the v1 groups and every loaded type, and be given the
+    // user's token.
     let mut declarable: Vec<String> = V1_GROUPS.iter().map(|g| g.to_string()).collect();
     declarable.extend(handlers.all().iter().map(|h| h.description().group.clone()));
-    let policy = DeclarationPolicy { declarable, may_declare: true };
+    let policy = DeclarationPolicy { declarable, may_declare: true, may_forward_auth_token: true };
     let apps =
         ConfigApps::load(&config.applications, &policy).map_err(|why| anyhow::anyhow!("invalid application {why}"))?;
     let audit = Audit::open(config.audit.file.as_ref())

@@ -408,6 +408,8 @@ fn key_data(expires_in: Duration) -> dial_host::keys::KeyData {
         execution_path: vec!["alice".into(), "echo".into()],
         trace_id: "trace".into(),
         grants: vec![KeyGrant { url: "files/B/doc.txt".into(), read: true, write: false }],
+        received: vec![],
+        passed_on: vec![],
         expires_at: dial_host::keys::expiry(expires_in),
     }
 }
@@ -448,4 +450,45 @@ async fn redis_keys_are_shared_by_instances_and_end_on_revoke_or_ttl() {
 
 fn key_data_like(seen: &dial_host::keys::KeyData) -> dial_host::keys::KeyData {
     dial_host::keys::KeyData { id: seen.id.clone(), expires_at: seen.expires_at, ..key_data(Duration::ZERO) }
+}
+
+/// A live key's changes (an answer's attachments granted, access passed on
+/// and taken back) made through one instance are seen by every other, in
+/// order; they are held and dropped with the key, and bounded.
+#[tokio::test]
+async fn redis_key_changes_are_shared_and_live_and_die_with_the_key() {
+    use dial_host::keys::{Changed, KeyChange, KeyGrant, MAX_KEY_CHANGES};
+    let server = redis_server_or_skip!();
+    let first = dial_host::keys::from_config(Some(&server.connection().await), PREFIX);
+    let second = dial_host::keys::from_config(Some(&server.connection().await), PREFIX);
+    let key = first.mint(key_data(Duration::from_secs(60)), Duration::from_millis(400)).await.unwrap();
+    let pass = |url: &str| KeyChange::PassOn { receiver: "b".into(), url: url.into(), read: true, write: false };
+    let changes =
+        vec![KeyChange::Grant { url: "files/B/answer.txt".into(), read: true, write: false }, pass("files/B/x")];
+    assert_eq!(first.change(&key, changes).await.unwrap(), Changed::Applied);
+    let withdraw = KeyChange::Withdraw { receiver: "b".into(), url: "files/B/x".into(), read: true, write: true };
+    assert_eq!(second.change(&key, vec![pass("files/B/y"), withdraw]).await.unwrap(), Changed::Applied);
+    let seen = second.get(&key).await.unwrap().expect("alive");
+    assert!(seen.grants.contains(&KeyGrant { url: "files/B/answer.txt".into(), read: true, write: false }));
+    assert_eq!(seen.passed_to("b"), [KeyGrant { url: "files/B/y".into(), read: true, write: false }], "in order");
+
+    // The changes are held as long as the key: a renewal extends both.
+    let mut redis = server.connection().await;
+    let pttl = |name: String| {
+        let mut redis = redis.clone();
+        async move { redis::cmd("PTTL").arg(name).query_async::<i64>(&mut redis).await.unwrap() }
+    };
+    let changes_key = format!("{PREFIX}prk-changes:{key}");
+    assert!((1..=400).contains(&pttl(changes_key.clone()).await), "held for the key's lease");
+    assert!(second.renew(&key, Duration::from_secs(50)).await.unwrap());
+    assert!(pttl(changes_key.clone()).await > 40_000, "renewed with the key");
+    assert!(pttl(format!("{PREFIX}prk:{key}")).await > 40_000);
+    let many = vec![pass("files/B/z"); MAX_KEY_CHANGES];
+    assert_eq!(first.change(&key, many).await.unwrap(), Changed::Full);
+
+    // Revoked: the changes go with it, and a gone key takes none.
+    second.revoke(key.clone()).await.unwrap();
+    assert_eq!(first.change(&key, vec![pass("files/B/q")]).await.unwrap(), Changed::Gone);
+    let left: Vec<String> = redis::cmd("KEYS").arg(format!("{PREFIX}prk*")).query_async(&mut redis).await.unwrap();
+    assert!(left.is_empty(), "nothing of the key is left: {left:?}");
 }
