@@ -248,3 +248,45 @@ async fn per_request_keys_are_counted_while_alive() {
     // The application's callbacks with its key are requests too.
     assert!(sample(&after, "dial_host_http_requests_total", &[("route", "/v1/bucket")]) >= 2.0, "{after}");
 }
+
+/// A warm v1 listing reads no item that did not change: what it shows
+/// comes from the store's listing and the metadata kept by location and
+/// etag; a changed item (a new etag) is read again, on any instance.
+#[tokio::test]
+async fn a_warm_v1_listing_reads_only_what_changed() {
+    const FILES: usize = 30;
+    let f = start("").await;
+    let owner = [("Api-Key", OWNER)];
+    let file = |i: usize| format!("/v1/files/{}/docs/f{i:02}.txt", f.bucket);
+    for i in 0..FILES {
+        assert_eq!(f.client.put_files(&file(i), &owner, &[("f.txt", b"one")]).await.status, 200);
+    }
+    let reads = |text: &str| {
+        ["get", "head", "get_ranges"]
+            .iter()
+            .map(|operation| sample(text, "dial_host_store_operations_total", &[("operation", operation)]))
+            .sum::<f64>()
+    };
+    let listing = format!("/v1/metadata/files/{}/docs/", f.bucket);
+    let mut cost = Vec::new();
+    let mut etags = Vec::new();
+    for changed in [0, 0, 3] {
+        for i in 0..changed {
+            assert_eq!(f.client.put_files(&file(i), &owner, &[("f.txt", b"two!")]).await.status, 200);
+        }
+        let before = scrape(&f.client).await;
+        let listed = f.client.get(&listing, &owner).await;
+        assert_eq!(listed.status, 200, "{}", listed.body);
+        let items = listed.json()["items"].as_array().unwrap().clone();
+        assert_eq!(items.len(), FILES);
+        // The new content is one byte longer: the listing shows its length.
+        etags.push(items.iter().map(|item| item["contentLength"].as_u64().unwrap()).collect::<Vec<_>>());
+        cost.push(reads(&scrape(&f.client).await) - reads(&before));
+    }
+    assert!(cost[0] >= FILES as f64, "a cold listing reads every item: {cost:?}");
+    assert_eq!(cost[1], 0.0, "a warm listing of unchanged items reads nothing: {cost:?}");
+    assert_eq!(cost[2], 3.0, "three changed items are read again, nothing else: {cost:?}");
+    assert_eq!(etags[0], etags[1]);
+    let changed: Vec<usize> = (0..FILES).filter(|i| etags[1][*i] != etags[2][*i]).collect();
+    assert_eq!(changed, [0, 1, 2], "the listing shows the new versions at once");
+}
