@@ -11,8 +11,21 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
 
-use crate::access::Permissions;
-use crate::dependencies::Call;
+use crate::permissions::Permissions;
+use crate::auth::Caller;
+
+/// One application call, as dependency resolution and its audit events see it.
+pub struct Call<'a> {
+    /// The deployment id of the application being called.
+    pub deployment: &'a str,
+    /// The originating user, as themselves (never an application's key).
+    pub user: &'a Caller,
+    /// `root`, or the id of the application making the call.
+    pub source_deployment: &'a str,
+    pub trace_id: &'a str,
+    /// Whether the application will receive the key (MCP may not).
+    pub key_forwarded: bool,
+}
 
 /// The tracing target audit events go to.
 pub const TARGET: &str = "DIAL_RESOURCE_DEPS_AUDIT";
@@ -126,7 +139,7 @@ impl Audit {
     /// target (a log shipper indexes `event`, `app`, `trace_id` …), and as
     /// one JSON line in `audit.file`.
     pub fn emit(&self, mut event: AuditEvent) {
-        event.timestamp = crate::folders::engine::now_ms();
+        event.timestamp = crate::clock::now_ms();
         tracing::info!(
             target: TARGET,
             event = event.event,

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::buckets::BucketLocation;
+use crate::identity::Identity;
 use crate::config::{AccessConfig, IdentityConfig, ProjectKey, PublicKeyAlgorithm};
 use crate::keys::{KeyData, Originator};
 
@@ -32,15 +33,6 @@ pub struct Caller {
     /// Set when an application calls with its per-request key: it then owns
     /// `Keys/<app>/` instead of the user's bucket, and is never an admin.
     pub per_request: Option<Arc<KeyData>>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum Identity {
-    /// A JWT user, by the configured user-id claim.
-    User { id: String },
-    /// A project API key.
-    Project { name: String },
 }
 
 impl Caller {

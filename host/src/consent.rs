@@ -73,8 +73,8 @@ pub fn is_live(record: &AdminConsent, declared: &[Declared]) -> bool {
 /// Who granted, as the record names them.
 pub fn granted_by(admin: &Caller) -> String {
     match &admin.identity {
-        crate::auth::Identity::User { id } => id.clone(),
-        crate::auth::Identity::Project { name } => format!("project:{name}"),
+        crate::identity::Identity::User { id } => id.clone(),
+        crate::identity::Identity::Project { name } => format!("project:{name}"),
     }
 }
 

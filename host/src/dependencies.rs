@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::access::{AccessService, Permissions, Resource, StateRead};
-use crate::audit::{Audit, AuditEvent};
+use crate::audit::{Audit, AuditEvent, Call};
 use crate::auth::Caller;
 use crate::buckets::BucketCodec;
 use crate::consent::AdminConsentStatus;
@@ -273,19 +273,6 @@ fn check_target(path: &str, policy: &DeclarationPolicy, label: &str, issues: &mu
 /// section existed declares none).
 pub fn declared(section: Option<&serde_json::Value>) -> Vec<Declared> {
     section.and_then(|value| serde_json::from_value(value.clone()).ok()).unwrap_or_default()
-}
-
-/// One call's view for resolution.
-pub struct Call<'a> {
-    /// The deployment id of the application being called.
-    pub deployment: &'a str,
-    /// The originating user, as themselves (never an application's key).
-    pub user: &'a Caller,
-    /// `root`, or the id of the application making the call.
-    pub source_deployment: &'a str,
-    pub trace_id: &'a str,
-    /// Whether the application will receive the key (MCP may not).
-    pub key_forwarded: bool,
 }
 
 /// A `required` record that does not resolve: the call is refused (403).

@@ -236,6 +236,10 @@ fn validate_segment(url: &str, segment: &str) -> Result<(), UrlError> {
     Ok(())
 }
 
+/// Which listed nodes a listing may show, by URL (listings page over what it
+/// admits, so hidden names never reach a page or a token).
+pub type Shows<'a> = dyn Fn(&ResourceUrl) -> bool + Send + Sync + 'a;
+
 #[cfg(test)]
 mod tests {
     use super::*;

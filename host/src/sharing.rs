@@ -16,12 +16,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::access::Permissions;
+use crate::permissions::Permissions;
 use crate::auth::Caller;
 use crate::buckets::{BucketCodec, BucketLocation};
 use crate::config::{ShareLimit, SharingConfig};
 use crate::documents::{DocumentError, Documents, Update, global_path, path_for};
-use crate::folders::engine::now_ms;
+use crate::clock::now_ms;
 
 const DEFAULT_TTL_HOURS: u64 = 72;
 const DEFAULT_MAX_USERS: i64 = 10;
@@ -497,7 +497,7 @@ fn prune_expired(shares: &mut OwnerShares, now: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::Identity;
+    use crate::identity::Identity;
     use std::sync::Arc;
 
     fn service(config: SharingConfig) -> SharingService {

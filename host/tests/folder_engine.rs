@@ -1167,7 +1167,7 @@ async fn versions_kept_for_their_age_expire_after_their_days() {
     assert_eq!(engine.live_marker(&target).await.unwrap().unwrap(), marker);
     // After it, readers stop seeing them at once; the store keeps them a grace period more.
     let expiry = marker.history.iter().filter_map(|r| r.keep_until).max().unwrap();
-    tokio::time::sleep(Duration::from_millis((expiry - dial_host::folders::engine::now_ms()).max(0) as u64 + 20)).await;
+    tokio::time::sleep(Duration::from_millis((expiry - dial_host::clock::now_ms()).max(0) as u64 + 20)).await;
     engine.sweep().await.unwrap();
     for id in &ids[..2] {
         assert!(matches!(engine.version_for_read(&target, id).await, Err(FolderError::VersionNotFound(_))));

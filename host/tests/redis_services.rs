@@ -398,7 +398,7 @@ async fn redis_events_resume_after_redis_restarts() {
 // ---------------------------------------------------------------------------
 
 fn key_data(expires_in: Duration) -> dial_host::keys::KeyData {
-    use dial_host::auth::Identity;
+    use dial_host::identity::Identity;
     use dial_host::keys::{KeyData, KeyGrant, Originator};
     KeyData {
         id: Default::default(),

@@ -32,7 +32,7 @@ use serde_json::value::RawValue;
 use crate::apps::fields;
 use crate::dependencies::{self, DeclarationPolicy};
 
-use super::BlobError;
+use super::error::{BlobError, InvalidApplication};
 
 /// Snake_case names of the application fields (and of the fields of its
 /// nested objects) whose camelCase spelling is converted on input. Keys not
@@ -118,12 +118,6 @@ const STRING_FIELDS: &[&str] = &[
 
 /// Optional string-array fields of an application.
 const STRING_ARRAY_FIELDS: &[&str] = &["user_roles", "input_attachment_types", "description_keywords"];
-
-/// An application definition that cannot be stored: 400
-/// `Invalid application: <issue>; <issue>`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("Invalid application: {}", .0.join("; "))]
-pub struct InvalidApplication(pub Vec<String>);
 
 /// Converts known camelCase keys to snake_case (recursively, outside
 /// free-form maps), validates the result and returns what is stored.

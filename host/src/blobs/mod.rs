@@ -8,29 +8,38 @@
 //!   writes both atomically on every store.
 //! - [`application`]: application definitions — camelCase in, snake_case
 //!   stored, one validation function.
-//! - [`service`]: [`BlobService`], every read, write, delete and listing.
-//! - [`listing`]: DIAL's metadata JSON for items and folders.
+//! - [`service`]: [`BlobService`], the façade: every read, write and delete;
+//!   staging and the commit in `upload`, trailer reads in `read`, JSON bodies
+//!   and content types in `json`.
+//! - [`listing`]: listings and their tokens.
+//! - [`listing_json`]: DIAL's metadata JSON for items and folders.
+//! - [`error`]: [`BlobError`].
 //!
 //! An item lives at `<bucket location><group>/<decoded segments…>` (the
 //! convention of the v2 layout), so v1 groups never collide with v2 ones.
 //! Folders are implicit: a folder exists while something is stored below it.
 
 pub mod application;
+pub mod error;
+mod json;
 pub mod listing;
+pub mod listing_json;
+mod read;
 pub mod service;
 pub mod trailer;
+mod upload;
 
 use object_store::path::Path;
 
-pub use application::InvalidApplication;
-pub use service::{BlobLimits, BlobService, Committed, Download, Listed, Listing};
+pub use error::{BlobError, InvalidApplication};
+pub use json::{DEFAULT_CONTENT_TYPE, JSON_CONTENT_TYPE};
+pub use listing::{Listed, Listing};
+pub use service::{BlobLimits, BlobService, Committed, Download};
 pub use trailer::ItemMeta;
 
 use crate::buckets::BucketLocation;
-use crate::etag::PreconditionFailed;
 use crate::folders::layout::NodePaths;
-use crate::locks::LockError;
-use crate::resource_url::{ResourceUrl, UrlError};
+use crate::resource_url::ResourceUrl;
 
 /// The v1 resource groups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -104,45 +113,6 @@ impl BlobTarget {
 
     fn lock_key(&self) -> String {
         format!("resource:{}", self.path)
-    }
-}
-
-/// Everything that can go wrong in the blob layer; `http::error` maps it.
-#[derive(Debug, thiserror::Error)]
-pub enum BlobError {
-    #[error("Not found: {0}")]
-    NotFound(String),
-    #[error("Folder not allowed: {0}")]
-    FolderNotAllowed(String),
-    #[error("{0}")]
-    BadRequest(String),
-    #[error(transparent)]
-    InvalidApplication(#[from] InvalidApplication),
-    /// An application's `resource_dependencies`: 400 (invalid) or 403 (not
-    /// allowed to declare).
-    #[error(transparent)]
-    Declaration(#[from] crate::dependencies::DeclarationError),
-    /// A JSON resource over `resources.max_size`.
-    #[error("Resource size: {size} exceeds max limit: {max}")]
-    ResourceTooLarge { size: u64, max: u64 },
-    /// A file upload over `resources.max_file_size`.
-    #[error("Request body is too large")]
-    UploadTooLarge { max: u64 },
-    #[error(transparent)]
-    Precondition(#[from] PreconditionFailed),
-    #[error("{0}")]
-    Conflict(String),
-    #[error(transparent)]
-    Lock(#[from] LockError),
-    #[error("item metadata of {path} is damaged: {reason}")]
-    Corrupt { path: String, reason: trailer::TrailerError },
-    #[error("storage error: {0}")]
-    Storage(#[from] object_store::Error),
-}
-
-impl From<UrlError> for BlobError {
-    fn from(error: UrlError) -> Self {
-        Self::BadRequest(error.to_string())
     }
 }
 

@@ -28,54 +28,28 @@
 //! keeps empty directories after deletes, so there a listed folder is shown
 //! only if something is stored below it.
 
+
 use std::fmt::Display;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use futures_util::stream::{self, BoxStream};
-use futures_util::{Stream, StreamExt, TryStreamExt};
+use futures_util::stream::BoxStream;
+use futures_util::{Stream, StreamExt};
 use md5::{Digest, Md5};
-use object_store::path::Path;
-use object_store::{
-    GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions,
-    PutPayload, UpdateVersion, WriteMultipart,
-};
-use percent_encoding::percent_decode_str;
-use serde_json::value::RawValue;
+use object_store::{ObjectStore, ObjectStoreExt};
 use tokio::sync::Semaphore;
 
-use super::application::normalize_application;
-use super::trailer::{self, FOOTER_LEN, ItemMeta, TAIL_PROBE, Tail};
+use super::json::JSON_CONTENT_TYPE;
+use super::trailer::ItemMeta;
+use super::upload::{MAX_ATTEMPTS, Staged, StagedBody, UPLOAD_BUFFER_BYTES};
 use super::{BlobError, BlobGroup, BlobTarget};
-use crate::access::Shows;
 use crate::dependencies::DeclarationPolicy;
 use crate::etag::Preconditions;
 use crate::events::{EventAction, EventBus, ResourceEvent};
-use crate::folders::engine::now_ms;
-use crate::folders::marker::{Md5Stream, hex};
+use crate::hashing::hex;
 use crate::listing_cache::{DEFAULT_LISTING_CACHE_ENTRIES, EtagCache};
 use crate::locks::LockService;
-use crate::resource_url::ResourceUrl;
 use crate::storage::PathLimits;
-
-/// Trailer reads a listing keeps in flight.
-const LISTING_READ_AHEAD: usize = 16;
-/// An upload larger than this becomes a multipart upload (S3 parts must be
-/// at least 5 MiB).
-const UPLOAD_BUFFER_BYTES: usize = 8 << 20;
-/// Parts of one multipart upload in flight at once.
-const MAX_PARTS_IN_FLIGHT: usize = 4;
-/// How often a write or read retries after losing a race to another writer.
-const MAX_ATTEMPTS: usize = 4;
-/// Longest content type kept for a file.
-const MAX_CONTENT_TYPE_BYTES: usize = 256;
-/// Content type of a file part that names none.
-pub const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
-/// Content type of JSON resources.
-pub const JSON_CONTENT_TYPE: &str = "application/json";
-/// A JSON body at least this large waits for a parse permit (see
-/// `BlobService::large_parses`); smaller ones parse at once.
-const LARGE_JSON_BYTES: usize = 1 << 20;
 
 /// Size limits of v1 resources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,79 +75,24 @@ pub enum Download {
     Content { meta: ItemMeta, body: BoxStream<'static, object_store::Result<Bytes>> },
 }
 
-/// One page of a listing.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Listing {
-    pub items: Vec<Listed>,
-    /// Opaque; pass back as `token` for the next page.
-    pub next_token: Option<String>,
-}
-
-/// A node found by a listing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Listed {
-    Item { url: ResourceUrl, meta: ItemMeta },
-    Folder { url: ResourceUrl },
-}
-
-impl Listed {
-    pub fn url(&self) -> &ResourceUrl {
-        match self {
-            Self::Item { url, .. } | Self::Folder { url } => url,
-        }
-    }
-}
-
-/// An item as stored: its metadata and the object's version.
-struct Stored {
-    meta: ItemMeta,
-    object: ObjectMeta,
-}
-
-impl Stored {
-    fn version(&self) -> UpdateVersion {
-        UpdateVersion { e_tag: self.object.e_tag.clone(), version: self.object.version.clone() }
-    }
-}
-
-/// Content ready to be committed.
-struct Staged {
-    body: StagedBody,
-    etag: String,
-    size: u64,
-    content_type: String,
-}
-
-enum StagedBody {
-    Memory(Vec<Bytes>),
-    /// Parts uploaded, not completed.
-    Multipart(WriteMultipart),
-}
-
-/// A child found by a non-recursive listing, before its trailer is read.
-enum Entry {
-    Item(ObjectMeta),
-    Folder(Path),
-}
-
 /// The v1 blob service: one per server, shared by all requests.
 pub struct BlobService {
-    store: Arc<dyn ObjectStore>,
-    locks: Arc<dyn LockService>,
-    events: Arc<dyn EventBus>,
-    limits: BlobLimits,
+    pub(super) store: Arc<dyn ObjectStore>,
+    pub(super) locks: Arc<dyn LockService>,
+    pub(super) events: Arc<dyn EventBus>,
+    pub(super) limits: BlobLimits,
     /// Whether the store keeps empty directories (the local filesystem).
-    keeps_empty_dirs: bool,
-    upload_buffer: usize,
-    path_limits: PathLimits,
+    pub(super) keeps_empty_dirs: bool,
+    pub(super) upload_buffer: usize,
+    pub(super) path_limits: PathLimits,
     /// Parses of large JSON bodies running at once: one per CPU. Parsing
     /// is CPU work, so more would not finish sooner; each also holds up to
     /// twice the body beside it (the stored form, an object's members), and
     /// bounding them keeps concurrent large PUTs from multiplying that.
-    large_parses: Arc<Semaphore>,
+    pub(super) large_parses: Arc<Semaphore>,
     /// Item metadata listings have read, by location and etag: a warm
     /// listing reads no trailer that did not change.
-    listed: EtagCache<ItemMeta>,
+    pub(super) listed: EtagCache<ItemMeta>,
 }
 
 impl BlobService {
@@ -322,23 +241,6 @@ impl BlobService {
         self.commit(target, staged, conditions, author).await
     }
 
-    /// The content to store for a JSON body: checked (and for applications,
-    /// normalised) on a blocking thread, since a large body takes a while;
-    /// a large one first waits for a permit of [`Self::large_parses`].
-    async fn check_json(&self, group: BlobGroup, body: Bytes, policy: DeclarationPolicy) -> Result<Bytes, BlobError> {
-        let permit = match body.len() >= LARGE_JSON_BYTES {
-            true => Some(self.large_parses.clone().acquire_owned().await.expect("the semaphore is never closed")),
-            false => None,
-        };
-        tokio::task::spawn_blocking(move || {
-            // Held by the parse, not the request: a client that goes away
-            // does not free the permit of a parse still running.
-            let _permit = permit;
-            json_content(group, body, &policy)
-        })
-        .await
-        .expect("checking a JSON body panicked")
-    }
 
     /// Stores a file streamed from `body` (at most `max_file_size` bytes),
     /// hashing while streaming; never holds more than the upload buffer.
@@ -390,178 +292,7 @@ impl BlobService {
         Ok(stored.meta)
     }
 
-    /// Streams `body` into memory up to the upload buffer, into a multipart
-    /// upload beyond it; counts, limits and hashes on the way.
-    async fn stage_stream<S, E>(
-        &self,
-        target: &BlobTarget,
-        mut body: S,
-        content_type: String,
-    ) -> Result<Staged, BlobError>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: Display,
-    {
-        let max = self.limits.max_file_size;
-        let mut hasher = Md5Stream::start();
-        let mut size = 0u64;
-        let mut buffered: Vec<Bytes> = Vec::new();
-        let mut buffered_len = 0usize;
-        let mut upload: Option<WriteMultipart> = None;
-        let streamed: Result<(), BlobError> = async {
-            while let Some(chunk) = body.next().await {
-                let chunk = chunk.map_err(|e| BlobError::BadRequest(format!("Failed to read the upload: {e}")))?;
-                size += chunk.len() as u64;
-                if size > max {
-                    return Err(BlobError::UploadTooLarge { max });
-                }
-                hasher.update(chunk.clone()).await?;
-                match upload.as_mut() {
-                    Some(writer) => {
-                        writer.wait_for_capacity(MAX_PARTS_IN_FLIGHT).await?;
-                        writer.put(chunk);
-                    }
-                    None => {
-                        buffered_len += chunk.len();
-                        buffered.push(chunk);
-                        if buffered_len > self.upload_buffer {
-                            let started = match self
-                                .store
-                                .put_multipart_opts(target.path(), PutMultipartOptions::default())
-                                .await
-                            {
-                                Ok(started) => started,
-                                Err(error) if self.keeps_empty_dirs => {
-                                    return Err(self.item_in_the_way(target).await?.unwrap_or(error.into()));
-                                }
-                                Err(error) => return Err(error.into()),
-                            };
-                            let mut writer = WriteMultipart::new_with_chunk_size(started, self.upload_buffer);
-                            for chunk in buffered.drain(..) {
-                                writer.put(chunk);
-                            }
-                            upload = Some(writer);
-                        }
-                    }
-                }
-            }
-            // Parts in flight finish outside the lock; only the last one and
-            // the completion happen under it.
-            if let Some(writer) = upload.as_mut() {
-                writer.wait_for_capacity(1).await?;
-            }
-            Ok(())
-        }
-        .await;
-        if let Err(error) = streamed {
-            if let Some(writer) = upload {
-                let _ = writer.abort().await;
-            }
-            return Err(error);
-        }
-        let body = match upload {
-            Some(writer) => StagedBody::Multipart(writer),
-            None => StagedBody::Memory(buffered),
-        };
-        Ok(Staged { body, etag: hasher.finish().await?, size, content_type })
-    }
-
-    /// The commit: under the resource lock, re-read, check the conditions,
-    /// write content ‖ trailer in one step.
-    async fn commit(
-        &self,
-        target: &BlobTarget,
-        staged: Staged,
-        conditions: &Preconditions,
-        author: Option<String>,
-    ) -> Result<Committed, BlobError> {
-        let Staged { body, etag, size, content_type } = staged;
-        let meta_for = |current: Option<&Stored>| {
-            let now = now_ms();
-            ItemMeta {
-                etag: etag.clone(),
-                content_length: size,
-                content_type: content_type.clone(),
-                created_at: current.map_or(now, |c| c.meta.created_at),
-                updated_at: now,
-                author: current.and_then(|c| c.meta.author.clone()).or_else(|| author.clone()),
-            }
-        };
-        match body {
-            StagedBody::Memory(chunks) => {
-                let _lock = self.locks.acquire(&target.lock_key()).await?;
-                for _ in 0..MAX_ATTEMPTS {
-                    let current = self.read_stored(target.path()).await?;
-                    conditions.check_write(current.as_ref().map(|c| c.meta.etag.as_str()))?;
-                    let meta = meta_for(current.as_ref());
-                    let payload: PutPayload =
-                        chunks.iter().cloned().chain(std::iter::once(trailer::encode(&meta))).collect();
-                    let mode = current.as_ref().map_or(PutMode::Create, |c| PutMode::Update(c.version()));
-                    match self.put_conditionally(target.path(), payload, mode).await {
-                        Ok(()) => return Ok(self.committed(target, meta, current.is_none()).await),
-                        // A directory-backed store cannot hold an item where a folder is.
-                        Err(object_store::Error::AlreadyExists { .. })
-                            if current.is_none() && self.has_items(target.path()).await? =>
-                        {
-                            return Err(folder_in_the_way(target));
-                        }
-                        // …nor an item below an item.
-                        Err(error) if current.is_none() && self.keeps_empty_dirs => {
-                            return Err(self.item_in_the_way(target).await?.unwrap_or(error.into()));
-                        }
-                        // Another writer got in between: re-read and re-check.
-                        Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {}
-                        Err(error) => return Err(error.into()),
-                    }
-                }
-                Err(BlobError::Conflict(format!("{} was changed by other requests meanwhile; retry", target.url)))
-            }
-            StagedBody::Multipart(mut writer) => {
-                let checked: Result<_, BlobError> = async {
-                    let lock = self.locks.acquire(&target.lock_key()).await?;
-                    let current = self.read_stored(target.path()).await?;
-                    conditions.check_write(current.as_ref().map(|c| c.meta.etag.as_str()))?;
-                    if self.keeps_empty_dirs && current.is_none() && self.has_items(target.path()).await? {
-                        return Err(folder_in_the_way(target));
-                    }
-                    Ok((lock, current))
-                }
-                .await;
-                let (_lock, current) = match checked {
-                    Ok(checked) => checked,
-                    Err(error) => {
-                        let _ = writer.abort().await;
-                        return Err(error);
-                    }
-                };
-                let meta = meta_for(current.as_ref());
-                writer.put(trailer::encode(&meta));
-                // A completion cannot be conditional: the lock alone orders
-                // writers here, so it must still be held.
-                if let Err(error) = _lock.ensure_held() {
-                    let _ = writer.abort().await;
-                    return Err(error.into());
-                }
-                writer.finish().await?;
-                Ok(self.committed(target, meta, current.is_none()).await)
-            }
-        }
-    }
-
-    /// A conditional put; a store without compare-and-swap (not one opened
-    /// by `storage::open`) falls back to an overwrite under the lock.
-    async fn put_conditionally(&self, path: &Path, payload: PutPayload, mode: PutMode) -> object_store::Result<()> {
-        let update = matches!(mode, PutMode::Update(_));
-        match self.store.put_opts(path, payload.clone(), PutOptions { mode, ..Default::default() }).await {
-            Ok(_) => Ok(()),
-            Err(object_store::Error::NotImplemented { .. }) if update => {
-                self.store.put_opts(path, payload, PutOptions::default()).await.map(|_| ())
-            }
-            Err(error) => Err(error),
-        }
-    }
-
-    async fn committed(&self, target: &BlobTarget, meta: ItemMeta, created: bool) -> Committed {
+    pub(super) async fn committed(&self, target: &BlobTarget, meta: ItemMeta, created: bool) -> Committed {
         let action = if created { EventAction::Create } else { EventAction::Update };
         self.publish(action, target, Some(&meta.etag)).await;
         Committed { meta, created }
@@ -571,257 +302,13 @@ impl BlobService {
         self.events.publish(ResourceEvent::now(action, target.url.to_string(), etag.map(Into::into))).await;
     }
 
-    // ----- trailers ----------------------------------------------------
-
-    /// An item as stored, or `None` when there is no object.
-    async fn read_stored(&self, path: &Path) -> Result<Option<Stored>, BlobError> {
-        let options = GetOptions { range: Some(GetRange::Suffix(TAIL_PROBE)), ..Default::default() };
-        let result = match self.store.get_opts(path, options).await {
-            Ok(result) => result,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            // Azure has no suffix ranges: learn the size first.
-            Err(object_store::Error::NotSupported { .. }) => {
-                return match self.store.head(path).await {
-                    Ok(object) => self.read_stored_at(&object).await,
-                    Err(object_store::Error::NotFound { .. }) => Ok(None),
-                    Err(error) => Err(error.into()),
-                };
-            }
-            Err(error) => return Err(error.into()),
-        };
-        let object = result.meta.clone();
-        let tail = result.bytes().await?;
-        self.finish_read(object, &tail).await.map(Some)
-    }
-
-    /// An item whose size is known (from a listing or a `head`), pinned to
-    /// that version: a `Precondition` error means it changed since.
-    async fn read_stored_at(&self, object: &ObjectMeta) -> Result<Option<Stored>, BlobError> {
-        if object.size < FOOTER_LEN {
-            let reason = trailer::TrailerError::TooShort(object.size);
-            return Err(BlobError::Corrupt { path: object.location.to_string(), reason });
-        }
-        let start = object.size.saturating_sub(TAIL_PROBE);
-        let options = GetOptions {
-            range: Some((start..object.size).into()),
-            if_match: object.e_tag.clone(),
-            ..Default::default()
-        };
-        match self.store.get_opts(&object.location, options).await {
-            Ok(result) => {
-                let object = result.meta.clone();
-                let tail = result.bytes().await?;
-                self.finish_read(object, &tail).await.map(Some)
-            }
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(error) => Err(error.into()),
-        }
-    }
-
-    async fn finish_read(&self, object: ObjectMeta, tail: &[u8]) -> Result<Stored, BlobError> {
-        let corrupt = |reason| BlobError::Corrupt { path: object.location.to_string(), reason };
-        let meta = match trailer::parse_tail(tail, object.size).map_err(corrupt)? {
-            Tail::Complete(meta) => meta,
-            Tail::NeedRange(range) => {
-                let options =
-                    GetOptions { range: Some(range.into()), if_match: object.e_tag.clone(), ..Default::default() };
-                let json = self.store.get_opts(&object.location, options).await?.bytes().await?;
-                trailer::decode_meta(&json, object.size).map_err(corrupt)?
-            }
-        };
-        Ok(Stored { meta, object })
-    }
-
-    /// A listed object's item, or `None` when it is gone or not an item.
-    /// A listed item's metadata: from the listing cache when this version
-    /// was read before, else read from its trailer (and kept).
-    async fn read_listed(&self, object: &ObjectMeta) -> Result<Option<ItemMeta>, BlobError> {
-        if let Some(meta) = self.listed.get(object) {
-            return Ok(Some(meta));
-        }
-        let read = match self.read_stored_at(object).await {
-            Ok(Some(stored)) => {
-                // Pinned to the listed version by If-Match: keep it under that etag.
-                self.listed.insert(object, stored.meta.clone());
-                Ok(Some(stored))
-            }
-            // Rewritten since it was listed: read the current version.
-            Err(BlobError::Storage(object_store::Error::Precondition { .. })) => {
-                self.read_stored(&object.location).await
-            }
-            other => other,
-        };
-        match read {
-            Err(BlobError::Corrupt { path, reason }) => {
-                tracing::debug!(%path, %reason, "skipping an object that is not a v1 item");
-                Ok(None)
-            }
-            other => other.map(|stored| stored.map(|stored| stored.meta)),
-        }
-    }
-
-    // ----- listings ----------------------------------------------------
-
-    /// The children of a folder (items and folders), or with `recursive`
-    /// every item below it; `limit` per page, `token` from the previous page.
-    /// The bucket root always lists (maybe empty); an empty folder is 404.
-    /// Only nodes whose URL `shows` admits are counted and paged, so a page
-    /// never ends on — and a token never names — something the caller may
-    /// not see.
-    pub async fn list(
-        &self,
-        folder: &BlobTarget,
-        recursive: bool,
-        token: Option<&str>,
-        limit: usize,
-        shows: &Shows<'_>,
-    ) -> Result<Listing, BlobError> {
-        if !folder.url.is_folder() {
-            return Err(BlobError::BadRequest(format!("Not a folder: {}", folder.url)));
-        }
-        self.path_limits.check(folder.path()).map_err(|e| BlobError::BadRequest(e.to_string()))?;
-        let after = token.map(decode_token).transpose()?;
-        let listing = match self.list_page(folder, recursive, after.as_deref(), limit, shows).await {
-            // A directory-backed store cannot list below an item: nothing is there.
-            Err(BlobError::Storage(_)) if self.keeps_empty_dirs && self.item_in_the_way(folder).await?.is_some() => {
-                return Err(BlobError::NotFound(folder.url.to_string()));
-            }
-            listing => listing?,
-        };
-        if listing.items.is_empty()
-            && after.is_none()
-            && !folder.url.is_bucket_root()
-            && !self.has_items(folder.path()).await?
-        {
-            return Err(BlobError::NotFound(folder.url.to_string()));
-        }
-        Ok(listing)
-    }
-
-    async fn list_page(
-        &self,
-        folder: &BlobTarget,
-        recursive: bool,
-        after: Option<&str>,
-        limit: usize,
-        shows: &Shows<'_>,
-    ) -> Result<Listing, BlobError> {
-        Ok(if limit == 0 {
-            Listing::default()
-        } else if recursive {
-            self.list_recursive(folder, after, limit, shows).await?
-        } else {
-            self.list_children(folder, after, limit, shows).await?
-        })
-    }
-
-    /// Sort keys are the stored (encoded) names, folders with a trailing `/`
-    /// — the order an object store lists keys in.
-    async fn list_children(
-        &self,
-        folder: &BlobTarget,
-        after: Option<&str>,
-        limit: usize,
-        shows: &Shows<'_>,
-    ) -> Result<Listing, BlobError> {
-        let listed = self.store.list_with_delimiter(Some(folder.path())).await?;
-        let mut entries: Vec<(String, Entry)> = Vec::new();
-        for object in listed.objects {
-            if object.size < FOOTER_LEN || object.location == *folder.path() {
-                continue;
-            }
-            if let Some(name) = object.location.filename().map(str::to_owned) {
-                entries.push((name, Entry::Item(object)));
-            }
-        }
-        for prefix in listed.common_prefixes {
-            if let Some(name) = prefix.filename().map(str::to_owned) {
-                entries.push((format!("{name}/"), Entry::Folder(prefix)));
-            }
-        }
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        entries.retain(|(key, _)| after.is_none_or(|after| key.as_str() > after));
-        let resolved = stream::iter(entries)
-            .map(|(key, entry)| async move { (key, self.resolve_child(folder, entry).await) })
-            .buffered(LISTING_READ_AHEAD);
-        page(resolved, limit, shows).await
-    }
-
-    async fn resolve_child(&self, folder: &BlobTarget, entry: Entry) -> Result<Option<Listed>, BlobError> {
-        match entry {
-            Entry::Item(object) => {
-                let name = decode_name(object.location.filename().unwrap_or_default());
-                let Ok(url) = folder.url.child(&name, false) else { return Ok(None) };
-                Ok(self.read_listed(&object).await?.map(|meta| Listed::Item { url, meta }))
-            }
-            Entry::Folder(prefix) => {
-                let name = decode_name(prefix.filename().unwrap_or_default());
-                let Ok(url) = folder.url.child(&name, true) else { return Ok(None) };
-                if self.keeps_empty_dirs && !self.has_items(&prefix).await? {
-                    return Ok(None);
-                }
-                Ok(Some(Listed::Folder { url }))
-            }
-        }
-    }
-
-    /// Every item below the folder, in key order; the key is the path
-    /// relative to the folder.
-    async fn list_recursive(
-        &self,
-        folder: &BlobTarget,
-        after: Option<&str>,
-        limit: usize,
-        shows: &Shows<'_>,
-    ) -> Result<Listing, BlobError> {
-        let base = folder.path();
-        let listed = match after {
-            Some(after) => {
-                let offset = Path::parse(format!("{base}/{after}"))
-                    .map_err(|_| BlobError::BadRequest("Invalid token".into()))?;
-                self.store.list_with_offset(Some(base), &offset)
-            }
-            None => self.store.list(Some(base)),
-        };
-        let mut objects: Vec<(String, ObjectMeta)> = listed
-            .try_filter_map(|object| {
-                let key = relative_key(base, &object.location);
-                futures_util::future::ready(Ok(key.map(|key| (key, object))))
-            })
-            .try_collect()
-            .await?;
-        objects.retain(|(key, object)| object.size >= FOOTER_LEN && after.is_none_or(|after| key.as_str() > after));
-        objects.sort_by(|a, b| a.0.cmp(&b.0));
-        let resolved = stream::iter(objects)
-            .map(|(key, object)| async move {
-                let url = match descendant_url(&folder.url, &key) {
-                    Some(url) => url,
-                    None => return (key, Ok(None)),
-                };
-                let item = self.read_listed(&object).await.map(|meta| meta.map(|meta| Listed::Item { url, meta }));
-                (key, item)
-            })
-            .buffered(LISTING_READ_AHEAD);
-        page(resolved, limit, shows).await
-    }
-
-    /// Whether any object (that could be an item) is stored below `prefix`.
-    async fn has_items(&self, prefix: &Path) -> Result<bool, BlobError> {
-        let mut objects = self.store.list(Some(prefix));
-        while let Some(object) = objects.next().await {
-            if object?.size >= FOOTER_LEN {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
 }
 
 impl BlobService {
     /// On a directory-backed store, the item above `target` that makes it
     /// impossible to store (a file cannot hold files), as a 409 like a
     /// folder in the way; `None` when no ancestor is an item.
-    async fn item_in_the_way(&self, target: &BlobTarget) -> Result<Option<BlobError>, BlobError> {
+    pub(super) async fn item_in_the_way(&self, target: &BlobTarget) -> Result<Option<BlobError>, BlobError> {
         let mut ancestor = target.url.parent();
         while let Some(folder) = ancestor {
             let Some(item) = folder.as_item() else { break };
@@ -844,62 +331,10 @@ impl BlobService {
 
 /// Only a directory-backed store (the local filesystem) refuses an item
 /// named like an existing folder; object stores hold both.
-fn folder_in_the_way(target: &BlobTarget) -> BlobError {
+pub(super) fn folder_in_the_way(target: &BlobTarget) -> BlobError {
     BlobError::Conflict(format!("A folder already exists at {}/", target.url))
 }
 
-/// Takes up to `limit` nodes; the token is the key of the last one taken,
-/// given only when another node follows.
-async fn page<S>(mut resolved: S, limit: usize, shows: &Shows<'_>) -> Result<Listing, BlobError>
-where
-    S: Stream<Item = (String, Result<Option<Listed>, BlobError>)> + Unpin,
-{
-    let mut items = Vec::new();
-    let mut last_key: Option<String> = None;
-    let mut next_token = None;
-    while let Some((key, listed)) = resolved.next().await {
-        let Some(listed) = listed?.filter(|listed| shows(listed.url())) else { continue };
-        if items.len() == limit {
-            next_token = last_key.take().map(|key| encode_token(&key));
-            break;
-        }
-        items.push(listed);
-        last_key = Some(key);
-    }
-    Ok(Listing { items, next_token })
-}
-
-/// Tokens are opaque to clients: Base58 of the last key returned, so they
-/// need no escaping in a query string.
-fn encode_token(key: &str) -> String {
-    bs58::encode(key.as_bytes()).into_string()
-}
-
-fn decode_token(token: &str) -> Result<String, BlobError> {
-    let invalid = || BlobError::BadRequest(format!("Invalid token: {token}"));
-    let bytes = bs58::decode(token).into_vec().map_err(|_| invalid())?;
-    String::from_utf8(bytes).map_err(|_| invalid())
-}
-
-fn decode_name(encoded: &str) -> String {
-    percent_decode_str(encoded).decode_utf8_lossy().into_owned()
-}
-
-/// `a/b%2Fc` of `<base>/a/b%2Fc` (the stored, encoded form).
-fn relative_key(base: &Path, location: &Path) -> Option<String> {
-    let rest = location.as_ref().strip_prefix(base.as_ref())?.strip_prefix('/')?;
-    (!rest.is_empty()).then(|| rest.to_string())
-}
-
-/// The item URL of a relative key below `folder`.
-fn descendant_url(folder: &ResourceUrl, key: &str) -> Option<ResourceUrl> {
-    let parts: Vec<&str> = key.split('/').collect();
-    let mut url = folder.clone();
-    for (index, part) in parts.iter().enumerate() {
-        url = url.child(&decode_name(part), index + 1 < parts.len()).ok()?;
-    }
-    Some(url)
-}
 
 /// Reads a body of at most `max` bytes; 413 with DIAL's message otherwise.
 async fn read_limited<S, E>(mut body: S, declared: Option<u64>, max: u64) -> Result<Bytes, BlobError>
@@ -946,43 +381,6 @@ where
     }
 }
 
-/// A JSON body as stored: prompts and conversations as sent, applications
-/// in their normalised form. UTF-8 is checked first and whole: the parser
-/// skips over the strings of a document it does not build, unchecked.
-fn json_content(group: BlobGroup, body: Bytes, policy: &DeclarationPolicy) -> Result<Bytes, BlobError> {
-    let text = std::str::from_utf8(&body).map_err(|error| {
-        BlobError::BadRequest(format!(
-            "Failed to parse json: the body is not valid UTF-8 (byte {})",
-            error.valid_up_to()
-        ))
-    })?;
-    match group {
-        BlobGroup::Applications => {
-            let definition: &RawValue = parse_json(text)?;
-            Ok(Bytes::from(normalize_application(definition, policy)?))
-        }
-        _ => {
-            let _: serde::de::IgnoredAny = parse_json(text)?;
-            Ok(body)
-        }
-    }
-}
-
-fn parse_json<'a, T: serde::Deserialize<'a>>(text: &'a str) -> Result<T, BlobError> {
-    serde_json::from_str(text).map_err(|e| BlobError::BadRequest(format!("Failed to parse json: {e}")))
-}
-
-/// A file part's content type, kept as given when it is a plausible one.
-fn check_content_type(content_type: Option<&str>) -> Result<String, BlobError> {
-    let Some(value) = content_type.map(str::trim).filter(|v| !v.is_empty()) else {
-        return Ok(DEFAULT_CONTENT_TYPE.into());
-    };
-    let printable = value.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b));
-    if !printable || value.len() > MAX_CONTENT_TYPE_BYTES || !value.contains('/') {
-        return Err(BlobError::BadRequest(format!("Invalid content type: {value}")));
-    }
-    Ok(value.into())
-}
 
 #[cfg(test)]
 mod tests {
@@ -991,6 +389,7 @@ mod tests {
     use super::*;
     use crate::buckets::BucketLocation;
     use crate::config::LockConfig;
+    use crate::blobs::DEFAULT_CONTENT_TYPE;
     use crate::etag::EtagMatch;
     use crate::resource_url::Intent;
 
@@ -1285,24 +684,5 @@ mod tests {
         store.put(&Path::from("Users/u/files/plain"), "just some bytes, no trailer".into()).await.unwrap();
         let root = service.list(&target("files/b/"), false, None, 100, &|_| true).await.unwrap();
         assert_eq!(names(&root), ["files/b/real"]);
-    }
-
-    #[test]
-    fn content_types() {
-        assert_eq!(check_content_type(None).unwrap(), DEFAULT_CONTENT_TYPE);
-        assert_eq!(check_content_type(Some("image/png")).unwrap(), "image/png");
-        assert_eq!(check_content_type(Some("text/plain; charset=utf-8")).unwrap(), "text/plain; charset=utf-8");
-        assert!(check_content_type(Some("bad\nvalue/x")).is_err());
-        assert!(check_content_type(Some("noslash")).is_err());
-    }
-
-    #[test]
-    fn keys_and_urls() {
-        let base = Path::from("Users/u/files/a");
-        assert_eq!(relative_key(&base, &Path::from("Users/u/files/a/b/c")).as_deref(), Some("b/c"));
-        assert_eq!(relative_key(&base, &Path::from("Users/u/files/ab")), None);
-        let folder = ResourceUrl::parse("files/b/a/", Intent::Read).unwrap();
-        assert_eq!(descendant_url(&folder, "x%20y/z").unwrap().to_string(), "files/b/a/x%20y/z");
-        assert_eq!(decode_token(&encode_token("a/b")).unwrap(), "a/b");
     }
 }

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::engine::ListedNode;
+use super::listing::ListedNode;
 use super::marker::{FolderMarker, ResourceMarker};
 use super::names::FILES_SEGMENT;
 use crate::resource_url::{ResourceUrl, SEGMENT_ESCAPES};

@@ -4,9 +4,18 @@
 //! - [`marker`]: `.dial-resource` / `.dial-folder` documents, aggregate etag.
 //! - [`layout`]: where nodes, markers and version subtrees live in the store.
 //! - [`names`]: reserved names and file-path rules.
-//! - [`engine`]: every operation; the marker write is the only commit point.
+//! - [`node`]: the node a request addresses (paths, lock keys, ancestors).
+//! - [`policy`]: a type's limits and version retention.
+//! - [`error`]: [`FolderError`].
+//! - [`markers`]: marker reads and the one conditional marker write.
+//! - [`staging`]: a new version's files streamed into the store, bounded.
+//! - [`validate`]: the handler's check, reading files through `VersionFiles`.
+//! - [`engine`]: the façade and the commit protocol; the marker write is the
+//!   only commit point. [`file_ops`] (single-file changes) and [`folder_ops`]
+//!   (DIAL folders) add their operations to it.
+//! - [`listing`]: children, recursive listings, a version's files.
 //! - [`archive`]: the streamed ZIP of a resource.
-//! - [`gc`]: the journal of what may become garbage, and the sweep.
+//! - [`journal`]: what may become garbage; [`sweep`]: what the sweep does with it.
 //!
 //! Invariants: a reader resolves marker → `currentVersion` → files, so it
 //! sees one whole version; a version subtree is written before the marker
@@ -16,10 +25,25 @@
 
 pub mod archive;
 pub mod engine;
-pub mod gc;
+pub mod error;
+mod file_ops;
+mod folder_ops;
+pub mod journal;
 pub mod layout;
+pub mod listing;
 pub mod listing_json;
 pub mod marker;
+mod markers;
 pub mod names;
+pub mod node;
+pub mod policy;
+pub mod staging;
+pub mod sweep;
+mod validate;
 
-pub use engine::{FolderEngine, FolderError, FolderLimits, Listing, Node, Staging};
+pub use engine::{Committed, FolderEngine, spawn_sweeper};
+pub use error::FolderError;
+pub use listing::{ListedNode, Listing};
+pub use node::Node;
+pub use policy::{FolderLimits, Retention};
+pub use staging::Staging;

@@ -11,8 +11,8 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-use super::{FileEntry as HostFileEntry, HandlerDescription, LimitOverrides, Mutation as HostMutation};
-use super::{Problem as HostProblem, ResourceInfo as HostResourceInfo};
+use super::types::{FileEntry as HostFileEntry, HandlerDescription, LimitOverrides, Mutation as HostMutation};
+use super::types::{Problem as HostProblem, ResourceInfo as HostResourceInfo};
 
 /// What the `check` export returns: warnings and metadata, or problems.
 pub type CheckOutcome = Result<(Vec<Problem>, Vec<(String, String)>), Vec<Problem>>;

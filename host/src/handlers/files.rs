@@ -45,11 +45,11 @@ impl InMemoryFiles {
     }
 
     /// The file list a handler is called with, sorted by path.
-    pub fn entries(&self) -> Vec<super::FileEntry> {
+    pub fn entries(&self) -> Vec<super::types::FileEntry> {
         let mut entries: Vec<_> = self
             .files
             .iter()
-            .map(|(path, content)| super::FileEntry { path: path.clone(), size: content.len() as u64 })
+            .map(|(path, content)| super::types::FileEntry { path: path.clone(), size: content.len() as u64 })
             .collect();
         entries.sort_by(|a, b| a.path.cmp(&b.path));
         entries

@@ -19,8 +19,9 @@ use std::sync::{Arc, RwLock};
 use serde::Serialize;
 
 use super::runtime::{LoadError, Runtime};
-use super::{BUILTIN_SKILL_HANDLER, Handler, HandlerSource};
-use crate::config::HandlersConfig;
+use super::config::HandlersConfig;
+use super::handler::Handler;
+use super::types::HandlerSource;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
@@ -33,6 +34,15 @@ pub enum RegistryError {
     #[error("[handlers.types.{0}] configures a group that no loaded handler serves")]
     UnknownType(String),
 }
+
+
+/// The built-in Agent Skills handler, compiled by the build script.
+pub const BUILTIN_SKILL_HANDLER: &[u8] =
+    include_bytes!(concat!(env!("DIAL_GUEST_WASM_DIR"), "/dial_skill_handler.wasm"));
+
+/// Where the build script put the guest components (the built-in handler and
+/// the test guests); tests and benchmarks load test guests from here.
+pub const GUEST_WASM_DIR: &str = env!("DIAL_GUEST_WASM_DIR");
 
 /// The loaded handlers, by group.
 type Loaded = BTreeMap<String, Handler>;
@@ -209,13 +219,6 @@ impl HandlerRegistry {
         }
         *self.current.write().expect("registry lock poisoned") = Arc::new(next);
         Ok(report)
-    }
-}
-
-impl Handler {
-    pub(super) fn new(loaded: super::runtime::LoadedComponent, runtime: Arc<Runtime>, config: &HandlersConfig) -> Self {
-        let strict = config.types.get(&loaded.description.group).is_some_and(|settings| settings.strict);
-        Handler { inner: Arc::new(loaded), runtime, strict }
     }
 }
 

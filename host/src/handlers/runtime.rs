@@ -29,10 +29,10 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::bindings::{self, CheckFunc, HandlerCore, HandlerCoreIndices};
 use super::cache::{CacheConfig, ComponentCache};
 use super::files::{FileSource, InMemoryFiles, ReadError};
-use super::{
+use super::config::HandlersConfig;
+use super::types::{
     FileEntry, HandlerDescription, HandlerError, HandlerErrorKind, HandlerSource, Mutation, Problem, ResourceInfo,
 };
-use crate::config::HandlersConfig;
 
 /// How often the epoch advances: the granularity of the CPU deadline and of
 /// a running guest's yields to the async runtime.
@@ -389,7 +389,7 @@ impl Call {
             Some(HandlerErrorKind::Trapped { .. }) => "trap",
             Some(HandlerErrorKind::Instantiate { .. }) => "start",
         };
-        crate::metrics::handler_call(label, self.name, outcome, self.started.elapsed());
+        super::metrics::handler_call(label, self.name, outcome, self.started.elapsed());
     }
 
     /// Turns a wasmtime outcome into the handler's result or a named error.

@@ -1,7 +1,7 @@
 //! What a resource URL names, across v1 groups and handler groups: the one
 //! place sharing and publication ask "which type is this, does it exist".
 
-use super::AppState;
+use super::state::AppState;
 use super::error::ApiError;
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
@@ -209,12 +209,12 @@ pub async fn metadata_node(state: &AppState, link: &Link) -> Result<Option<serde
             if link.url.is_folder() {
                 let exists = state.blobs().exists(&target).await?;
                 let listing = crate::blobs::Listing::default();
-                let mut node = crate::blobs::listing::folder_json(&link.url, *group, &listing);
+                let mut node = crate::blobs::listing_json::folder_json(&link.url, *group, &listing);
                 node.as_object_mut().expect("an object").remove("items");
                 return Ok(exists.then_some(node));
             }
             match state.blobs().metadata(&target).await {
-                Ok(meta) => Ok(Some(crate::blobs::listing::item_json(&link.url, *group, &meta, false))),
+                Ok(meta) => Ok(Some(crate::blobs::listing_json::item_json(&link.url, *group, &meta, false))),
                 Err(crate::blobs::BlobError::NotFound(_)) => Ok(None),
                 Err(error) => Err(error.into()),
             }

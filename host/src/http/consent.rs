@@ -13,14 +13,14 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::AppState;
-use super::deployments::{Reader, decode_id, resolve};
+use super::state::AppState;
+use super::mint::{Reader, decode_id, resolve};
 use super::error::ApiError;
 use crate::apps::Application;
 use crate::audit::AuditEvent;
 use crate::auth::Caller;
 use crate::consent::{AdminConsent, ApprovedDeclaration, granted_by, is_live, snapshot, user_document};
-use crate::folders::engine::now_ms;
+use crate::clock::now_ms;
 
 const ADMIN_SUFFIX: &str = "/admin-consent";
 

@@ -5,11 +5,12 @@ use std::collections::HashMap;
 use axum::extract::{FromRequestParts, Query};
 use axum::http::request::Parts;
 
-use super::AppState;
+use super::state::AppState;
 use super::error::ApiError;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 
 use crate::auth::{AuthError, Caller, Credentials};
+use crate::etag::Preconditions;
 use crate::keys;
 
 /// Header carrying a project (or per-request) API key.
@@ -112,6 +113,12 @@ impl<S: Send + Sync> FromRequestParts<S> for ListingQuery {
     }
 }
 
+/// A request's `If-Match` / `If-None-Match` conditions.
+pub fn preconditions(headers: &HeaderMap) -> Preconditions {
+    let value = |name| headers.get(name).map(|v: &axum::http::HeaderValue| v.as_bytes());
+    Preconditions::from_values(value("if-match"), value("if-none-match"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,5 +139,14 @@ mod tests {
             let error = parse(bad).unwrap_err();
             assert_eq!((error.status, error.message.as_str()), (StatusCode::BAD_REQUEST, BAD_LISTING_QUERY));
         }
+    }
+
+    #[test]
+    fn non_ascii_conditions_are_kept_and_match_nothing() {
+        let mut headers = HeaderMap::new();
+        headers.insert("if-match", axum::http::HeaderValue::from_bytes(b"\"caf\xe9\"").unwrap());
+        let conditions = preconditions(&headers);
+        assert!(conditions.if_match.is_some());
+        assert!(conditions.check_write(Some("a")).is_err());
     }
 }

@@ -28,13 +28,13 @@ use futures_util::Stream;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::AppState;
+use super::state::AppState;
 use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
 use crate::access::{Permission, Resource, StateRead};
 use crate::auth::Caller;
 use crate::events::{EventAction, ResourceEvent};
-use crate::folders::engine::now_ms;
+use crate::clock::now_ms;
 
 /// URLs one subscription may watch.
 const MAX_WATCHED: usize = 100;

@@ -21,7 +21,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 
-use super::AppState;
+use super::state::AppState;
 use super::catalog;
 use super::error::ApiError;
 use crate::access::Resource;

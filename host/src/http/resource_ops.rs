@@ -13,7 +13,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 
-use super::AppState;
+use super::state::AppState;
 use super::catalog;
 use super::error::ApiError;
 use crate::access::Permission;

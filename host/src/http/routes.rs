@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::AppState;
+use super::state::AppState;
 use super::error::ApiError;
 use super::extract::Admin;
 use crate::access::APPDATA_FOLDER;
@@ -98,8 +98,8 @@ pub struct UserInfo {
     responses((status = 200, description = "Who the caller is", body = UserInfo)))]
 pub async fn user_info(caller: Caller) -> Json<UserInfo> {
     let (project, user_claims) = match &caller.identity {
-        crate::auth::Identity::Project { name } => (Some(name.clone()), None),
-        crate::auth::Identity::User { .. } => (None, Some(caller.claims.clone().unwrap_or_default())),
+        crate::identity::Identity::Project { name } => (Some(name.clone()), None),
+        crate::identity::Identity::User { .. } => (None, Some(caller.claims.clone().unwrap_or_default())),
     };
     Json(UserInfo { roles: caller.roles.clone(), project, user_claims })
 }

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::AppState;
+use super::state::AppState;
 use super::catalog::{self, Link};
 use super::error::ApiError;
 use crate::auth::Caller;
@@ -211,7 +211,7 @@ struct ListRequest {
 /// shares; anything else, what is shared with the caller.
 #[utoipa::path(post, path = "/v1/ops/resource/share/list", tag = "sharing", request_body = ListRequest,
     responses((status = 200, description = "Resources shared with the caller, or (`with: others`) by the caller",
-        body = super::openapi::Nodes)))]
+        body = super::wire::Nodes)))]
 pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Value>, ApiError> {
     let request: ListRequest = body(&bytes, "Can't list shared resources")?;
     let sharing = state.access().sharing();

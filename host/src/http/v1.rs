@@ -16,12 +16,13 @@ use serde_json::Value;
 
 use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
-use super::extract::ListingQuery;
+use super::extract::{ListingQuery, preconditions};
 use super::multipart::{FormFields, Upload};
-use super::{AppState, file_headers, metadata_response, raw_path, with_etag};
+use super::respond::{file_headers, metadata_response, raw_path, with_etag};
+use super::state::AppState;
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
-use crate::blobs::listing::{folder_json, item_json};
+use crate::blobs::listing_json::{folder_json, item_json};
 use crate::blobs::{BlobError, BlobGroup, BlobTarget, Download};
 use crate::etag::Preconditions;
 use crate::resource_url::{Intent, ResourceUrl};
@@ -57,7 +58,7 @@ async fn resolve(
     responses(
         (status = 200, description = "The item's bytes with its content type (a file) or JSON (prompt, conversation, \
             application); `ETag`",
-            content((serde_json::Value = "application/json"), (super::openapi::Binary = "*/*"))),
+            content((serde_json::Value = "application/json"), (super::wire::Binary = "*/*"))),
         (status = 304, description = "`If-None-Match` matched"),
     ))]
 pub(super) async fn get_item(
@@ -67,7 +68,7 @@ pub(super) async fn get_item(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v1/"), Intent::Read, Permission::Read).await?;
-    let conditions = Preconditions::from_headers(&headers);
+    let conditions = preconditions(&headers);
     match state.blobs().download(&target, &conditions).await? {
         Download::NotModified(meta) => Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &meta.etag)),
         Download::Content { meta, body } => {
@@ -86,9 +87,9 @@ pub(super) async fn get_item(
 #[utoipa::path(put, path = "/v1/files/{bucket}/{path}", tag = "v1", params(("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
         ("path" = String, Path, description = "The item's path in the bucket (may contain `/`)")),
     request_body(description = "A file as one multipart part; prompts and conversations as any JSON document, applications as a JSON object",
-        content((super::openapi::FileParts = "multipart/form-data"), (serde_json::Value = "application/json"))),
+        content((super::wire::FileParts = "multipart/form-data"), (serde_json::Value = "application/json"))),
     responses(
-        (status = 200, description = "Stored; the item's metadata and `ETag`", body = super::openapi::Node),
+        (status = 200, description = "Stored; the item's metadata and `ETag`", body = super::wire::Node),
         (status = 412, description = "`If-Match` / `If-None-Match` failed", body = String, content_type = "text/plain"),
         (status = 413, description = "Larger than `resources.max_size` / `max_file_size`", body = String, content_type = "text/plain"),
     ))]
@@ -103,7 +104,7 @@ pub(super) async fn put_item(
     if target.url.is_folder() {
         return Err(BlobError::FolderNotAllowed(target.url.to_string()).into());
     }
-    let conditions = Preconditions::from_headers(&headers);
+    let conditions = preconditions(&headers);
     let blobs = state.blobs();
     let committed = if target.group() == BlobGroup::Files {
         let mut upload = Upload::new(request, "Expected a multipart/form-data body with one file part")?;
@@ -144,7 +145,7 @@ pub(super) async fn delete_item(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v1/"), Intent::Read, Permission::Write).await?;
-    let conditions = Preconditions::from_headers(&headers);
+    let conditions = preconditions(&headers);
     let link = Link { kind: Kind::Blob(target.group()), url: target.url, location: target.location };
     catalog::delete(&state, &link, &conditions).await?;
     Ok(StatusCode::OK.into_response())
@@ -161,7 +162,7 @@ pub(super) async fn delete_item(
         ("recursive" = Option<bool>, Query, description = "Every nested item, not only the children")),
     responses((status = 200, description = "The folder's children, or the item's metadata (typed \
         `application/vnd.dial.metadata+json` when `Accept` names it)",
-        content((super::openapi::Node = "application/json"), (super::openapi::Node = "application/vnd.dial.metadata+json")))))]
+        content((super::wire::Node = "application/json"), (super::wire::Node = "application/vnd.dial.metadata+json")))))]
 pub async fn metadata(
     State(state): State<AppState>,
     caller: Caller,

@@ -16,9 +16,10 @@ use serde_json::{Value, json};
 
 use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
-use super::extract::ListingQuery;
+use super::extract::{ListingQuery, preconditions};
 use super::multipart::{FormFields, Upload};
-use super::{AppState, file_headers, metadata_response, raw_path, with_etag};
+use super::respond::{file_headers, metadata_response, raw_path, with_etag};
+use super::state::AppState;
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
 use crate::etag::Preconditions;
@@ -152,7 +153,7 @@ const FILE_PATH: &str = "The file's path inside the resource (may contain `/`)";
         ("version" = Option<String>, Query, description = "A retained version (`GET /v2/versions/…`) instead of the current one"),),
     responses(
         (status = 200, description = "The resource as a ZIP (streamed); `ETag`",
-            content((super::openapi::Binary = "application/zip"))),
+            content((super::wire::Binary = "application/zip"))),
         (status = 304, description = "`If-None-Match` matched"),
         (status = 400, description = "The path names a folder: list it", body = String, content_type = "text/plain"),
         (status = 404, description = "No such resource or version (`Version <id> not found`)", body = String,
@@ -166,7 +167,7 @@ pub async fn get(
     Query(query): Query<VersionQuery>,
 ) -> Result<Response, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Read).await?;
-    let conditions = Preconditions::from_headers(&headers);
+    let conditions = preconditions(&headers);
     let engine = state.folders();
     let file = target.single_file()?.map(str::to_owned);
     let marker = match named_version(query.version.as_deref())? {
@@ -201,7 +202,7 @@ pub async fn get(
         ("version" = Option<String>, Query, description = "A retained version (`GET /v2/versions/…`) instead of the current one"),),
     responses(
         (status = 200, description = "The file with its own content type (streamed); `ETag` = the file's MD5",
-            content((super::openapi::Binary = "*/*"))),
+            content((super::wire::Binary = "*/*"))),
         (status = 304, description = "`If-None-Match` matched"),
         (status = 400, description = "The file URL ends in `/` (a folder of files: list it)", body = String,
             content_type = "text/plain"),
@@ -253,11 +254,11 @@ fn content_type_of(path: &str) -> &'static str {
     params(("group" = String, Path, description = GROUP), ("bucket" = String, Path, description = BUCKET),
         ("path" = String, Path, description = "The resource's path (may contain `/`); a trailing `/` names a folder, \
             created with an empty body"),),
-    request_body(content = super::openapi::FileParts, content_type = "multipart/form-data",
+    request_body(content = super::wire::FileParts, content_type = "multipart/form-data",
         description = "The whole resource: one part per file, filename = relative path (nothing for a folder)"),
     responses(
         (status = 200, description = "Committed: the resource's metadata (with the handler's warnings) and `ETag`, \
-            or the folder created", body = super::openapi::Node),
+            or the folder created", body = super::wire::Node),
         (status = 400, description = "The handler refused it, or a name or path is invalid: each problem named",
             body = String, content_type = "text/plain"),
         (status = 412, description = "`If-Match` / `If-None-Match` failed", body = String, content_type = "text/plain"),
@@ -271,7 +272,7 @@ pub async fn put(
     request: Request,
 ) -> Result<Response, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Write, Permission::Write).await?;
-    let conditions = Preconditions::from_headers(&headers);
+    let conditions = preconditions(&headers);
     let engine = state.folders();
     if let Some(file) = target.single_file()? {
         let file = file.to_owned();
@@ -309,11 +310,11 @@ pub async fn put(
 #[utoipa::path(put, path = "/v2/{group}/{bucket}/{path}/files/{file}", tag = "v2",
     params(("group" = String, Path, description = GROUP), ("bucket" = String, Path, description = BUCKET),
         ("path" = String, Path, description = RESOURCE_PATH), ("file" = String, Path, description = FILE_PATH),),
-    request_body(content = super::openapi::FileParts, content_type = "multipart/form-data",
+    request_body(content = super::wire::FileParts, content_type = "multipart/form-data",
         description = "Exactly one part: the file's content (its filename is not used, the URL names the file)"),
     responses(
         (status = 200, description = "Committed: the resource's metadata and its new aggregate `ETag`",
-            body = super::openapi::Node),
+            body = super::wire::Node),
         (status = 400, description = "Not exactly one part, the handler refused the change, or the path is invalid",
             body = String, content_type = "text/plain"),
         (status = 404, description = "No such resource", body = String, content_type = "text/plain"),
@@ -402,7 +403,7 @@ pub async fn delete(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Write).await?;
-    let conditions = Preconditions::from_headers(&headers);
+    let conditions = preconditions(&headers);
     let engine = state.folders();
     if let Some(file) = target.single_file()? {
         return delete_file(&state, &caller, &target, file, &conditions).await;
@@ -434,7 +435,7 @@ pub async fn delete(
         ("path" = String, Path, description = RESOURCE_PATH), ("file" = String, Path, description = FILE_PATH),),
     responses(
         (status = 200, description = "Removed: the resource's metadata and its new aggregate `ETag`",
-            body = super::openapi::Node),
+            body = super::wire::Node),
         (status = 400, description = "The handler refuses it (a skill's `SKILL.md`)", body = String,
             content_type = "text/plain"),
         (status = 404, description = "No such resource or file", body = String, content_type = "text/plain"),
@@ -469,7 +470,7 @@ async fn delete_file(
         ("permissions" = Option<bool>, Query, description = "Add the caller's `permissions`")),
     responses((status = 200, description = "A folder's children, or a resource's metadata \
         (typed `application/vnd.dial.metadata+json` when `Accept` names it)",
-        content((super::openapi::Node = "application/json"), (super::openapi::Node = "application/vnd.dial.metadata+json")))))]
+        content((super::wire::Node = "application/json"), (super::wire::Node = "application/vnd.dial.metadata+json")))))]
 pub async fn metadata(
     State(state): State<AppState>,
     caller: Caller,
@@ -537,7 +538,7 @@ pub async fn metadata(
         ("permissions" = Option<bool>, Query, description = "Add the caller's `permissions` (the resource's)")),
     responses((status = 200, description = "The folder of files listed, its `items` the files (`ITEM`) and directories \
         (`FOLDER`) in it (typed `application/vnd.dial.metadata+json` when `Accept` names it)",
-        content((super::openapi::Node = "application/json"), (super::openapi::Node = "application/vnd.dial.metadata+json"))),
+        content((super::wire::Node = "application/json"), (super::wire::Node = "application/vnd.dial.metadata+json"))),
         (status = 404, description = "No such resource or directory", body = String, content_type = "text/plain"),))]
 async fn list_files(
     state: &AppState,
@@ -640,7 +641,7 @@ pub async fn versions(
     }
     let limit = query.limit;
     let marker = state.folders().resource_for_read(&target.node).await?;
-    let now = crate::folders::engine::now_ms();
+    let now = crate::clock::now_ms();
     let all: Vec<(VersionRecord, bool)> = std::iter::once((marker.current_record(), true))
         .chain(marker.history.iter().filter(|record| record.visible_at(now)).map(|record| (record.clone(), false)))
         .collect();
@@ -697,7 +698,7 @@ pub struct RestoreRequest {
     params(("group" = String, Path, description = "The handler type's group")),
     request_body = RestoreRequest,
     responses(
-        (status = 200, description = "Restored: the resource's metadata and `ETag`", body = super::openapi::Node),
+        (status = 200, description = "Restored: the resource's metadata and `ETag`", body = super::wire::Node),
         (status = 404, description = "No such resource (or tombstone), or `Version <id> not found`", body = String,
             content_type = "text/plain"),
         (status = 412, description = "`If-Match` is not the current etag", body = String, content_type = "text/plain"),
@@ -729,7 +730,7 @@ pub async fn restore(
         }
         Some(version) => {
             check_access(&state, &caller, &target.node, Permission::Write).await?;
-            let conditions = Preconditions::from_headers(&headers);
+            let conditions = preconditions(&headers);
             let author = Some(caller.author_name());
             engine.restore_version(&target.node, version, &target.handler, author, &conditions).await?
         }

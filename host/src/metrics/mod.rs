@@ -9,9 +9,9 @@
 //!
 //! - [`http`]: the tower layer counting requests, latency and bytes per route template.
 //! - [`store`]: [`store::MeteredStore`], the object store wrapper timing each operation.
-//! - Handler calls, lock waits, the sweep and per-request keys record at
-//!   their one place in `handlers/runtime.rs`, `locks.rs`, `folders/gc.rs`
-//!   and `keys.rs`, through the functions below.
+//! - Lock waits, the sweep and per-request keys record at their one place
+//!   in `locks.rs`, `folders/sweep.rs` and `keys.rs`, through the functions
+//!   below; handler calls through `handlers::metrics`, which names its own.
 
 pub mod http;
 pub mod store;
@@ -26,8 +26,6 @@ pub const HTTP_REQUESTS: &str = "dial_host_http_requests_total";
 pub const HTTP_DURATION: &str = "dial_host_http_request_duration_seconds";
 pub const HTTP_BYTES_IN: &str = "dial_host_http_request_bytes_total";
 pub const HTTP_BYTES_OUT: &str = "dial_host_http_response_bytes_total";
-pub const HANDLER_CALLS: &str = "dial_host_handler_calls_total";
-pub const HANDLER_DURATION: &str = "dial_host_handler_call_duration_seconds";
 pub const STORE_OPERATIONS: &str = "dial_host_store_operations_total";
 pub const STORE_DURATION: &str = "dial_host_store_operation_duration_seconds";
 pub const LOCK_WAIT: &str = "dial_host_lock_wait_seconds";
@@ -86,15 +84,11 @@ pub fn render() -> String {
 }
 
 fn describe() {
+    crate::handlers::metrics::describe();
     describe_counter!(HTTP_REQUESTS, "Requests answered, by route template, method and status");
     describe_histogram!(HTTP_DURATION, Unit::Seconds, "Time to the response head, by route template and method");
     describe_counter!(HTTP_BYTES_IN, Unit::Bytes, "Request body bytes read, by route template");
     describe_counter!(HTTP_BYTES_OUT, Unit::Bytes, "Response body bytes sent, by route template");
-    describe_counter!(
-        HANDLER_CALLS,
-        "Handler calls, by handler, call and outcome (ok, cpu, memory, trap, timeout, start)"
-    );
-    describe_histogram!(HANDLER_DURATION, Unit::Seconds, "Handler call time, by handler, call and outcome");
     describe_counter!(STORE_OPERATIONS, "Object-store operations, by operation and outcome");
     describe_histogram!(STORE_DURATION, Unit::Seconds, "Object-store operation time (to the first byte for reads)");
     describe_histogram!(LOCK_WAIT, Unit::Seconds, "Time waited for a resource lock that was acquired, by backend");
@@ -124,14 +118,6 @@ pub fn upstream_call(deployment: &str, interface: &'static str, status: &str, to
     histogram!(UPSTREAM_DURATION, &labels).record(took.as_secs_f64());
     let counted = [labels[0].clone(), labels[1].clone(), ("status", status.to_string())];
     counter!(UPSTREAM_CALLS, &counted).increment(1);
-}
-
-/// One handler call: `call` is the export (`check`, `validate`, `metadata`,
-/// `mutation`, `describe`), `outcome` `ok` or the failure's kind.
-pub fn handler_call(handler: &str, call: &'static str, outcome: &'static str, took: Duration) {
-    let labels = [("handler", handler.to_string()), ("call", call.to_string()), ("outcome", outcome.to_string())];
-    counter!(HANDLER_CALLS, &labels).increment(1);
-    histogram!(HANDLER_DURATION, &labels).record(took.as_secs_f64());
 }
 
 /// A lock acquired after `waited`.

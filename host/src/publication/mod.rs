@@ -1,14 +1,12 @@
-//! DIAL's publication flow: source → review bucket → `public`, and the rules
-//! that decide who reads what under `public`.
+//! DIAL's publication flow: source → review bucket → `public`. (The rules
+//! that decide who reads what under `public` are an access concern:
+//! `access::public_rules`.)
 //!
-//! - [`rules`]: the rule matcher and the rules document.
 //! - this module: the publication record and where records are kept. Each
 //!   publication is one document (`system/publication/items/<id>.json`);
 //!   two index documents list an author's publications and the admins'
 //!   queue of pending ones. The copying itself (which needs the v1 and v2
 //!   stores) is driven by the HTTP layer's publication routes.
-
-pub mod rules;
 
 use std::collections::BTreeSet;
 
@@ -16,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::buckets::BucketLocation;
 use crate::documents::{DocumentError, Documents, Update, global_path, path_for};
-use rules::Rule;
+use crate::access::public_rules::Rule;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "UPPERCASE")]

@@ -8,8 +8,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::files::{FileSource, ReadError, ReadFuture};
-use super::{Checked, FileEntry, Handler, HandlerError, HandlerSource, LoadError, Problem, ResourceInfo, Runtime};
+use crate::handlers::files::{FileSource, ReadError, ReadFuture};
+use crate::handlers::{
+    Checked, FileEntry, Handler, HandlerError, HandlerSource, LoadError, Problem, ResourceInfo, Runtime,
+};
 use crate::config::{FoldersConfig, HandlersConfig};
 use crate::folders::FolderLimits;
 use crate::folders::names::check_file_path;
@@ -113,7 +115,7 @@ pub async fn test_folder(
     if strict {
         config
             .types
-            .insert(loaded.description.group.clone(), crate::config::TypeSettings { strict, ..Default::default() });
+            .insert(loaded.description().group.clone(), crate::config::TypeSettings { strict, ..Default::default() });
     }
     let handler = Handler::new(loaded, runtime, &config);
 

@@ -14,53 +14,18 @@
 //! own definition, READ — the last two only as far as the originating user
 //! could go); routes never change.
 
+pub mod public_rules;
+
 use std::collections::HashMap;
 
 use crate::auth::Caller;
 use crate::buckets::BucketLocation;
 use crate::documents::DocumentError;
 use crate::keys::KeyData;
-use crate::publication::rules::{PublicRules, RulesDocument, admits_with};
+pub use crate::permissions::{Permission, Permissions};
+use crate::access::public_rules::{PublicRules, RulesDocument, admits_with};
 use crate::resource_url::ResourceUrl;
 use crate::sharing::{OwnerShares, SharingError, SharingService, covers};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Permission {
-    Read,
-    Write,
-}
-
-/// What the caller may do with one resource.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Permissions {
-    pub read: bool,
-    pub write: bool,
-}
-
-impl Permissions {
-    pub const ALL: Self = Self { read: true, write: true };
-    pub const READ: Self = Self { read: true, write: false };
-
-    pub fn allows(self, permission: Permission) -> bool {
-        match permission {
-            Permission::Read => self.read,
-            Permission::Write => self.write,
-        }
-    }
-
-    pub fn union(self, other: Self) -> Self {
-        Self { read: self.read || other.read, write: self.write || other.write }
-    }
-
-    pub fn intersection(self, other: Self) -> Self {
-        Self { read: self.read && other.read, write: self.write && other.write }
-    }
-
-    /// DIAL's `permissions` array: `["READ", "WRITE"]`, `["READ"]`, ….
-    pub fn names(self) -> Vec<&'static str> {
-        [(self.read, "READ"), (self.write, "WRITE")].into_iter().filter(|(held, _)| *held).map(|(_, n)| n).collect()
-    }
-}
 
 /// A resource (or folder) an access decision is about.
 #[derive(Debug, Clone, Copy)]
@@ -235,10 +200,6 @@ pub struct StateRead {
     shares: HashMap<BucketLocation, OwnerShares>,
 }
 
-/// Which listed nodes a listing may show, by URL (listings page over what it
-/// admits, so hidden names never reach a page or a token).
-pub type Shows<'a> = dyn Fn(&ResourceUrl) -> bool + Send + Sync + 'a;
-
 /// Hides the items of a public listing the caller may not read (one rules
 /// read per listing).
 #[derive(Debug)]
@@ -307,7 +268,7 @@ fn owner_or_admin(caller: &Caller, location: &BucketLocation) -> Permissions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::Identity;
+    use crate::identity::Identity;
 
     fn caller(id: &str, admin: bool) -> Caller {
         Caller {

@@ -202,7 +202,7 @@ fn utf8_percent_encode(segment: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::Identity;
+    use crate::identity::Identity;
     use crate::resource_url::Intent;
     use serde_json::json;
 

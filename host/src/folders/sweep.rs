@@ -44,21 +44,15 @@ use std::time::Duration;
 use futures_util::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use super::engine::{FolderEngine, FolderError, new_id, now_ms, resource_lock_key};
+use super::error::FolderError;
+use super::journal::{JOURNAL_PREFIX, JournalEntry};
 use super::layout::VERSIONS_DIR;
 use super::marker::{RESOURCE_MARKER, ResourceMarker};
-
-const JOURNAL_PREFIX: &str = ".dial-host/gc";
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct JournalEntry {
-    /// The resource's storage prefix.
-    base: String,
-    /// A version that may become garbage; `None` for a delete.
-    version: Option<String>,
-}
+use super::node::resource_lock_key;
+use crate::clock::{new_id, now_ms};
+use crate::locks::LockService;
 
 /// What one sweep did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -74,61 +68,32 @@ pub struct SweepReport {
     pub bytes_deleted: u64,
 }
 
-/// Appends entries to the journal.
-pub struct GcJournal {
-    store: Arc<dyn ObjectStore>,
-}
-
-impl GcJournal {
-    pub fn new(store: Arc<dyn ObjectStore>) -> Self {
-        Self { store }
-    }
-
-    /// Journals that `version` of the resource at `base` (or, with `None`,
-    /// the resource itself) may become garbage; returns the entry's location.
-    pub async fn record(&self, base: &Path, version: Option<&str>) -> Result<Path, FolderError> {
-        let entry = JournalEntry { base: base.to_string(), version: version.map(Into::into) };
-        let name = format!("{:016}-{}.json", now_ms(), new_id());
-        let payload = PutPayload::from(serde_json::to_vec(&entry).expect("journal entries serialise"));
-        let location = Path::from(JOURNAL_PREFIX).join(name);
-        self.store.put(&location, payload).await?;
-        Ok(location)
-    }
-
-    /// Drops the staging entry of a version just committed, in the
-    /// background. From the commit on, whatever unreferences the version
-    /// journals it anew; left in place, the staging entry would fall due
-    /// first and let the sweep delete a version dropped soon after its
-    /// staging less than a grace period after the drop, under its readers.
-    /// (Should the delete fail or the process die first, that narrow case is
-    /// all it costs: the sweep still finds every unreferenced version.)
-    pub fn forget_staged(&self, entry: Path) {
-        let store = self.store.clone();
-        tokio::spawn(async move {
-            match store.delete(&entry).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(error) => tracing::debug!(%entry, %error, "staging entry left for the sweep"),
-            }
-        });
-    }
-}
-
 /// A marker with the token a conditional rewrite needs.
 struct Versioned {
     marker: ResourceMarker,
     version: UpdateVersion,
 }
 
-impl FolderEngine {
-    /// Processes every journal entry older than the grace period.
-    pub async fn sweep(&self) -> Result<SweepReport, FolderError> {
-        self.sweep_with_grace(self.grace()).await
+/// The sweep: the store the journal and the resources are in, and the locks
+/// the steps no conditional write can fence take.
+pub struct Sweeper {
+    store: Arc<dyn ObjectStore>,
+    locks: Arc<dyn LockService>,
+}
+
+impl Sweeper {
+    pub fn new(store: Arc<dyn ObjectStore>, locks: Arc<dyn LockService>) -> Self {
+        Self { store, locks }
     }
 
-    /// The sweep with another grace period (tests, operators' one-off runs).
-    /// The journal is streamed, never held whole; an entry that fails is
-    /// logged, counted and kept, and the sweep goes on with the next one.
-    pub async fn sweep_with_grace(&self, grace: Duration) -> Result<SweepReport, FolderError> {
+    fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// Processes every journal entry older than `grace`. The journal is
+    /// streamed, never held whole; an entry that fails is logged, counted
+    /// and kept, and the sweep goes on with the next one.
+    pub async fn sweep(&self, grace: Duration) -> Result<SweepReport, FolderError> {
         let mut report = SweepReport::default();
         let result = self.sweep_into(grace, &mut report).await;
         let outcome = if result.is_ok() { "ok" } else { "error" };
@@ -363,20 +328,4 @@ impl FolderEngine {
         let deleted: Vec<Path> = self.store().delete_stream(locations).try_collect().await?;
         Ok((deleted.len(), bytes))
     }
-}
-
-/// Runs the sweep every `interval` until the engine is dropped.
-pub fn spawn_sweeper(engine: &Arc<FolderEngine>, interval: Duration) {
-    let engine = Arc::downgrade(engine);
-    tokio::spawn(async move {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.tick().await;
-        loop {
-            ticker.tick().await;
-            let Some(engine) = engine.upgrade() else { break };
-            if let Err(error) = engine.sweep().await {
-                tracing::warn!(%error, "gc sweep failed");
-            }
-        }
-    });
 }

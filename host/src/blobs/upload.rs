@@ -1,0 +1,215 @@
+//! Staging and the commit of a v1 write: the content in memory up to the
+//! upload buffer, a multipart upload beyond it; then, under the resource
+//! lock, one conditional put of content ‖ trailer, or the completion of the
+//! multipart upload (see [`super::service`]).
+
+use std::fmt::Display;
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload, WriteMultipart};
+
+use super::read::Stored;
+use super::service::{BlobService, Committed, folder_in_the_way};
+use super::trailer::{self, ItemMeta};
+use super::{BlobError, BlobTarget};
+use crate::clock::now_ms;
+use crate::etag::Preconditions;
+use crate::hashing::Md5Stream;
+
+/// An upload larger than this becomes a multipart upload (S3 parts must be
+/// at least 5 MiB).
+pub(super) const UPLOAD_BUFFER_BYTES: usize = 8 << 20;
+/// Parts of one multipart upload in flight at once.
+const MAX_PARTS_IN_FLIGHT: usize = 4;
+/// How often a write or read retries after losing a race to another writer.
+pub(super) const MAX_ATTEMPTS: usize = 4;
+
+/// Content ready to be committed.
+pub(super) struct Staged {
+    pub(super) body: StagedBody,
+    pub(super) etag: String,
+    pub(super) size: u64,
+    pub(super) content_type: String,
+}
+
+pub(super) enum StagedBody {
+    Memory(Vec<Bytes>),
+    /// Parts uploaded, not completed.
+    Multipart(WriteMultipart),
+}
+
+impl BlobService {
+    /// Streams `body` into memory up to the upload buffer, into a multipart
+    /// upload beyond it; counts, limits and hashes on the way.
+    pub(super) async fn stage_stream<S, E>(
+        &self,
+        target: &BlobTarget,
+        mut body: S,
+        content_type: String,
+    ) -> Result<Staged, BlobError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: Display,
+    {
+        let max = self.limits.max_file_size;
+        let mut hasher = Md5Stream::start();
+        let mut size = 0u64;
+        let mut buffered: Vec<Bytes> = Vec::new();
+        let mut buffered_len = 0usize;
+        let mut upload: Option<WriteMultipart> = None;
+        let streamed: Result<(), BlobError> = async {
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk.map_err(|e| BlobError::BadRequest(format!("Failed to read the upload: {e}")))?;
+                size += chunk.len() as u64;
+                if size > max {
+                    return Err(BlobError::UploadTooLarge { max });
+                }
+                hasher.update(chunk.clone()).await?;
+                match upload.as_mut() {
+                    Some(writer) => {
+                        writer.wait_for_capacity(MAX_PARTS_IN_FLIGHT).await?;
+                        writer.put(chunk);
+                    }
+                    None => {
+                        buffered_len += chunk.len();
+                        buffered.push(chunk);
+                        if buffered_len > self.upload_buffer {
+                            let started = match self
+                                .store
+                                .put_multipart_opts(target.path(), PutMultipartOptions::default())
+                                .await
+                            {
+                                Ok(started) => started,
+                                Err(error) if self.keeps_empty_dirs => {
+                                    return Err(self.item_in_the_way(target).await?.unwrap_or(error.into()));
+                                }
+                                Err(error) => return Err(error.into()),
+                            };
+                            let mut writer = WriteMultipart::new_with_chunk_size(started, self.upload_buffer);
+                            for chunk in buffered.drain(..) {
+                                writer.put(chunk);
+                            }
+                            upload = Some(writer);
+                        }
+                    }
+                }
+            }
+            // Parts in flight finish outside the lock; only the last one and
+            // the completion happen under it.
+            if let Some(writer) = upload.as_mut() {
+                writer.wait_for_capacity(1).await?;
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(error) = streamed {
+            if let Some(writer) = upload {
+                let _ = writer.abort().await;
+            }
+            return Err(error);
+        }
+        let body = match upload {
+            Some(writer) => StagedBody::Multipart(writer),
+            None => StagedBody::Memory(buffered),
+        };
+        Ok(Staged { body, etag: hasher.finish().await?, size, content_type })
+    }
+
+    /// The commit: under the resource lock, re-read, check the conditions,
+    /// write content ‖ trailer in one step.
+    pub(super) async fn commit(
+        &self,
+        target: &BlobTarget,
+        staged: Staged,
+        conditions: &Preconditions,
+        author: Option<String>,
+    ) -> Result<Committed, BlobError> {
+        let Staged { body, etag, size, content_type } = staged;
+        let meta_for = |current: Option<&Stored>| {
+            let now = now_ms();
+            ItemMeta {
+                etag: etag.clone(),
+                content_length: size,
+                content_type: content_type.clone(),
+                created_at: current.map_or(now, |c| c.meta.created_at),
+                updated_at: now,
+                author: current.and_then(|c| c.meta.author.clone()).or_else(|| author.clone()),
+            }
+        };
+        match body {
+            StagedBody::Memory(chunks) => {
+                let _lock = self.locks.acquire(&target.lock_key()).await?;
+                for _ in 0..MAX_ATTEMPTS {
+                    let current = self.read_stored(target.path()).await?;
+                    conditions.check_write(current.as_ref().map(|c| c.meta.etag.as_str()))?;
+                    let meta = meta_for(current.as_ref());
+                    let payload: PutPayload =
+                        chunks.iter().cloned().chain(std::iter::once(trailer::encode(&meta))).collect();
+                    let mode = current.as_ref().map_or(PutMode::Create, |c| PutMode::Update(c.version()));
+                    match self.put_conditionally(target.path(), payload, mode).await {
+                        Ok(()) => return Ok(self.committed(target, meta, current.is_none()).await),
+                        // A directory-backed store cannot hold an item where a folder is.
+                        Err(object_store::Error::AlreadyExists { .. })
+                            if current.is_none() && self.has_items(target.path()).await? =>
+                        {
+                            return Err(folder_in_the_way(target));
+                        }
+                        // …nor an item below an item.
+                        Err(error) if current.is_none() && self.keeps_empty_dirs => {
+                            return Err(self.item_in_the_way(target).await?.unwrap_or(error.into()));
+                        }
+                        // Another writer got in between: re-read and re-check.
+                        Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {}
+                        Err(error) => return Err(error.into()),
+                    }
+                }
+                Err(BlobError::Conflict(format!("{} was changed by other requests meanwhile; retry", target.url)))
+            }
+            StagedBody::Multipart(mut writer) => {
+                let checked: Result<_, BlobError> = async {
+                    let lock = self.locks.acquire(&target.lock_key()).await?;
+                    let current = self.read_stored(target.path()).await?;
+                    conditions.check_write(current.as_ref().map(|c| c.meta.etag.as_str()))?;
+                    if self.keeps_empty_dirs && current.is_none() && self.has_items(target.path()).await? {
+                        return Err(folder_in_the_way(target));
+                    }
+                    Ok((lock, current))
+                }
+                .await;
+                let (_lock, current) = match checked {
+                    Ok(checked) => checked,
+                    Err(error) => {
+                        let _ = writer.abort().await;
+                        return Err(error);
+                    }
+                };
+                let meta = meta_for(current.as_ref());
+                writer.put(trailer::encode(&meta));
+                // A completion cannot be conditional: the lock alone orders
+                // writers here, so it must still be held.
+                if let Err(error) = _lock.ensure_held() {
+                    let _ = writer.abort().await;
+                    return Err(error.into());
+                }
+                writer.finish().await?;
+                Ok(self.committed(target, meta, current.is_none()).await)
+            }
+        }
+    }
+
+    /// A conditional put; a store without compare-and-swap (not one opened
+    /// by `storage::open`) falls back to an overwrite under the lock.
+    async fn put_conditionally(&self, path: &Path, payload: PutPayload, mode: PutMode) -> object_store::Result<()> {
+        let update = matches!(mode, PutMode::Update(_));
+        match self.store.put_opts(path, payload.clone(), PutOptions { mode, ..Default::default() }).await {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::NotImplemented { .. }) if update => {
+                self.store.put_opts(path, payload, PutOptions::default()).await.map(|_| ())
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+}

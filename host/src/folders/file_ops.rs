@@ -1,0 +1,236 @@
+//! Single-file changes inside a resource: a PUT or DELETE of one file,
+//! built optimistically on the current version and rebased under the
+//! resource lock when another commit landed first.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt, TryStreamExt};
+use object_store::path::Path;
+
+use super::engine::{Committed, FolderEngine};
+use super::error::FolderError;
+use super::marker::{FileRecord, ResourceMarker, aggregate_etag};
+use super::markers::ReadMarker;
+use super::names::{check_file_path, check_no_file_folder_clash};
+use super::node::Node;
+use super::policy::FolderLimits;
+use super::staging::{ByteCounter, write_streamed};
+use crate::clock::{new_id, now_ms};
+use crate::etag::Preconditions;
+use crate::events::EventAction;
+use crate::handlers::{Handler, Mutation};
+
+impl FolderEngine {
+    /// Replaces or adds one file: a new version with the other files copied
+    /// server-side.
+    pub async fn put_file<S, E>(
+        &self,
+        node: &Node,
+        path: &str,
+        body: S,
+        handler: &Handler,
+        conditions: &Preconditions,
+        author: Option<String>,
+    ) -> Result<Committed, FolderError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        check_file_path(path)?;
+        self.mutate_file(node, path, Mutation::Put, Some(body), handler, conditions, author).await
+    }
+
+    /// Removes one file (never `SKILL.md` for skills: the handler decides).
+    pub async fn delete_file(
+        &self,
+        node: &Node,
+        path: &str,
+        handler: &Handler,
+        conditions: &Preconditions,
+        author: Option<String>,
+    ) -> Result<Committed, FolderError> {
+        self.mutate_file::<futures_util::stream::Empty<Result<Bytes, std::io::Error>>, std::io::Error>(
+            node,
+            path,
+            Mutation::Delete,
+            None,
+            handler,
+            conditions,
+            author,
+        )
+        .await
+    }
+
+    /// A single-file change, optimistic like a whole PUT: the new content
+    /// is streamed and the new version built (server-side copies of the
+    /// other files, handler validation) without any lock. Only the re-read
+    /// and the marker write happen under the resource lock — and, when
+    /// another request committed meanwhile, the rebuild of the version on
+    /// that one (copying only the files that differ), there, where no other
+    /// committer can land first. So a change without conditions is never
+    /// refused because others write at the same time (it is no
+    /// compare-and-swap); with `If-Match`, the conditions are checked again
+    /// on whatever it is rebuilt on. Where the lock is not shared (instances
+    /// without Redis, a lease that ran out) the marker write can still lose;
+    /// the change is then rebuilt again, until the commit deadline.
+    #[allow(clippy::too_many_arguments)]
+    async fn mutate_file<S, E>(
+        &self,
+        node: &Node,
+        path: &str,
+        op: Mutation,
+        body: Option<S>,
+        handler: &Handler,
+        conditions: &Preconditions,
+        author: Option<String>,
+    ) -> Result<Committed, FolderError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let deadline = self.commit_deadline();
+        let limits = self.limits(handler);
+        // Fail fast on what cannot succeed; all of it is checked again at the commit.
+        let mut based_on = self.live_read(node).await?;
+        conditions.check_write(Some(&based_on.marker.etag))?;
+        if op == Mutation::Delete && !based_on.marker.files.contains_key(path) {
+            return Err(FolderError::NotFound(format!("{}/files/{path}", node.item_url())));
+        }
+        if op == Mutation::Put {
+            node.check_file_location(path, &self.path_limits)?;
+            check_no_file_folder_clash(based_on.marker.files.keys(), path)?;
+        }
+        if let Err(problem) = handler.validate_file_mutation(path, op).await? {
+            let type_name = handler.description().type_name.clone();
+            return Err(FolderError::Invalid { type_name, problems: vec![problem] });
+        }
+        // One new version, the upload streamed straight into it; a rebuild
+        // changes it in place (it is nobody else's until the commit).
+        let version = new_id();
+        let journal_entry = self.journal.record(node.paths.base(), Some(&version)).await?;
+        let uploaded = match body {
+            Some(body) => {
+                let others = based_on.marker.files.iter().filter(|(p, _)| p.as_str() != path).map(|(_, f)| f.size);
+                let target = node.paths.file(&version, path);
+                let counter = ByteCounter { path, limits: &limits, before: others.sum(), size: 0 };
+                Some(write_streamed(&self.store, target, Vec::new(), body, counter, deadline).await?)
+            }
+            None => None,
+        };
+        let mut files =
+            self.build_file_version(node, &based_on.marker, None, &version, path, uploaded.as_ref(), &limits).await?;
+        deadline.check()?;
+        let mut checked = self.check_with_handler(node, &version, &files, handler).await?;
+
+        let _lock = self.locks.acquire(&node.resource_lock_key()).await?;
+        loop {
+            deadline.check()?;
+            let current = self.live_read(node).await?;
+            conditions.check_write(Some(&current.marker.etag))?;
+            // Built on the version still current (a change of the marker that
+            // keeps it, like the sweep expiring history, needs no rebuild).
+            if current.marker.current_version != based_on.marker.current_version {
+                if op == Mutation::Delete && !current.marker.files.contains_key(path) {
+                    return Err(FolderError::NotFound(format!("{}/files/{path}", node.item_url())));
+                }
+                files = self
+                    .build_file_version(node, &current.marker, Some(&files), &version, path, uploaded.as_ref(), &limits)
+                    .await?;
+                deadline.check()?;
+                checked = self.check_with_handler(node, &version, &files, handler).await?;
+                based_on = current;
+                continue;
+            }
+            let history = self.supersede(node, Some(&current.marker), self.retention(handler)).await?;
+            deadline.check()?;
+            let now = now_ms();
+            let (metadata, warnings) = checked.clone();
+            let marker = ResourceMarker {
+                current_version: version.clone(),
+                etag: aggregate_etag(&files),
+                updated_at: now,
+                commit_id: new_id(),
+                metadata,
+                warnings,
+                files: files.clone(),
+                committed_at: Some(now),
+                committed_by: author.clone(),
+                history,
+                ..current.marker.clone()
+            };
+            match self.write_marker(node, &marker, Some(current.version)).await {
+                Ok(()) => {}
+                // Lost to a committer this lock does not exclude: rebuild on
+                // what it committed.
+                Err(FolderError::Precondition(_)) => continue,
+                Err(error) => return Err(error),
+            }
+            self.journal.forget_staged(journal_entry);
+            self.publish(EventAction::Update, node, Some(&marker.etag)).await;
+            return Ok(Committed { marker, created: false });
+        }
+    }
+
+    /// The live marker of `node` with its conditional-write token; 404 when
+    /// there is none.
+    async fn live_read(&self, node: &Node) -> Result<ReadMarker<ResourceMarker>, FolderError> {
+        self.read_resource_marker(node)
+            .await?
+            .filter(|r| r.marker.is_ready())
+            .ok_or_else(|| FolderError::NotFound(node.url.to_string()))
+    }
+
+    /// Fills `version` with the files of `based_on` except `path`, plus the
+    /// uploaded content (streamed into `version` already); checks the limits
+    /// again, since the other files may have changed. `built` is what
+    /// `version` holds from an earlier build on another version: only the
+    /// files that differ are copied, and those `based_on` no longer has are
+    /// removed first (one may be where a new directory goes).
+    #[allow(clippy::too_many_arguments)]
+    async fn build_file_version(
+        &self,
+        node: &Node,
+        based_on: &ResourceMarker,
+        built: Option<&BTreeMap<String, FileRecord>>,
+        version: &str,
+        path: &str,
+        uploaded: Option<&FileRecord>,
+        limits: &FolderLimits,
+    ) -> Result<BTreeMap<String, FileRecord>, FolderError> {
+        let mut files = based_on.files.clone();
+        files.remove(path);
+        if let Some(record) = uploaded {
+            // Checked again: the version rebuilt on may hold new files.
+            check_no_file_folder_clash(files.keys(), path)?;
+            if files.len() >= limits.max_files as usize {
+                return Err(FolderError::TooManyFiles { limit: limits.max_files });
+            }
+            let total = files.values().map(|f| f.size).sum::<u64>() + record.size;
+            if total > limits.max_total_bytes {
+                return Err(FolderError::TooLarge(format!(
+                    "The resource exceeds the limit of {} bytes in total",
+                    limits.max_total_bytes
+                )));
+            }
+        }
+        let has = |file: &str, record: &FileRecord| built.and_then(|built| built.get(file)) == Some(record);
+        if let Some(built) = built {
+            let stale = built.keys().filter(|file| file.as_str() != path && !files.contains_key(*file));
+            let stale: Vec<Path> = stale.map(|file| node.paths.file(version, file)).collect();
+            if !stale.is_empty() {
+                let locations = futures_util::stream::iter(stale.into_iter().map(Ok)).boxed();
+                self.store.delete_stream(locations).try_for_each(|_| async { Ok(()) }).await?;
+            }
+        }
+        let copies = files
+            .iter()
+            .filter(|(file, record)| !has(file, record))
+            .map(|(file, _)| (node.paths.file(&based_on.current_version, file), node.paths.file(version, file)));
+        self.copy_all(copies.collect()).await?;
+        if let Some(record) = uploaded {
+            files.insert(path.to_string(), record.clone());
+        }
+        Ok(files)
+    }
+}

@@ -1,0 +1,70 @@
+//! The runtime's section of the configuration file (`[handlers]`): the
+//! sandbox limits, where extra handlers and compiled components live, and
+//! the per-type settings (`[handlers.types.<group>]`). The host's one TOML
+//! file composes it with the other sections (`config.rs`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HandlersConfig {
+    /// Extra handlers: every `*.wasm` in this directory is loaded at start.
+    pub dir: Option<PathBuf>,
+    /// Compiled components, keyed by engine and content hash. Unset: `<data_dir>/handler-cache`.
+    pub cache_dir: Option<PathBuf>,
+    /// CPU time one handler call may use before it is stopped.
+    pub cpu_deadline_ms: u64,
+    /// Wall-clock bound on one call, including the time it waits on file reads.
+    pub wall_deadline_ms: u64,
+    /// Linear-memory cap of one handler instance.
+    pub memory_limit_mib: u64,
+    /// Bytes one handler call may read through the `files` import.
+    pub read_budget_bytes: u64,
+    /// Handler calls running at once; more wait their turn.
+    pub max_concurrent_calls: u32,
+    /// Use the pooling instance allocator when the address space allows it.
+    pub pooling: bool,
+    /// Pooling only: how much of each instance slot's memory stays resident
+    /// between calls, its dirty pages reset in place instead of being
+    /// returned to the kernel (no page faults, no TLB-flush IPIs on the next
+    /// call). Unset: 1024 where Linux's `PAGEMAP_SCAN` lets the reset touch
+    /// only the pages a call dirtied (kernel 6.7+), else 0 — without it the
+    /// reset would `memset` the whole region every call.
+    pub memory_keep_resident_kib: Option<u64>,
+    /// Per-type settings, keyed by URL group (e.g. `[handlers.types.skills]`).
+    pub types: BTreeMap<String, TypeSettings>,
+}
+
+impl Default for HandlersConfig {
+    fn default() -> Self {
+        Self {
+            dir: None,
+            cache_dir: None,
+            cpu_deadline_ms: 200,
+            wall_deadline_ms: 10_000,
+            memory_limit_mib: 64,
+            read_budget_bytes: 16 << 20,
+            max_concurrent_calls: 32,
+            pooling: true,
+            memory_keep_resident_kib: None,
+            types: BTreeMap::new(),
+        }
+    }
+}
+
+/// Settings of one folder-resource type.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TypeSettings {
+    /// Turn the handler's warnings into errors.
+    pub strict: bool,
+    pub max_file_bytes: Option<u64>,
+    pub max_files: Option<u32>,
+    pub max_total_bytes: Option<u64>,
+    /// Version retention of this type; unset: `folders.keep_versions` / `keep_versions_days`.
+    pub keep_versions: Option<u32>,
+    pub keep_versions_days: Option<f64>,
+}

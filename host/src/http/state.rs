@@ -1,0 +1,162 @@
+//! What every route handler reaches: the host's services, shared by every
+//! request.
+
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+
+use super::feed;
+use crate::access::AccessService;
+use crate::apps::{ConfigApps, StoredDefinitions};
+use crate::audit::Audit;
+use crate::auth::Authenticator;
+use crate::auth::Caller;
+use crate::blobs::BlobService;
+use crate::buckets::BucketCodec;
+use crate::consent::ConsentStore;
+use crate::dependencies::{DeclarationPolicy, V1_GROUPS};
+use crate::documents::Documents;
+use crate::folders::FolderEngine;
+use crate::handlers::HandlerRegistry;
+use crate::keys::Keys;
+use crate::proxy::Proxy;
+
+/// Shared by every request: cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Services>,
+}
+
+/// The services routes use.
+pub struct Services {
+    pub auth: Authenticator,
+    pub apps: ConfigApps,
+    /// Stored application definitions parsed once per etag.
+    pub definitions: StoredDefinitions,
+    pub keys: Keys,
+    pub proxy: Proxy,
+    pub consent: ConsentStore,
+    pub audit: Audit,
+    /// `access.allow_user_resource_dependencies`.
+    pub allow_user_dependencies: bool,
+    pub access: AccessService,
+    pub documents: Documents,
+    pub buckets: BucketCodec,
+    pub handlers: HandlerRegistry,
+    pub store: Arc<dyn ObjectStore>,
+    pub folders: Arc<FolderEngine>,
+    pub blobs: Arc<BlobService>,
+    /// The shared Redis connection (locks, key store, events), for `/ready`.
+    pub redis: Option<redis::aio::ConnectionManager>,
+    /// Committed changes, from every instance: the change feed's source.
+    pub events: Arc<dyn crate::events::EventBus>,
+    pub feed_heartbeat: std::time::Duration,
+    /// Open change-feed subscriptions per caller, bounded by
+    /// `feed.max_subscriptions_per_caller`.
+    pub feed_subscriptions: feed::Subscriptions,
+    /// Set when the server begins to stop: endless responses (the change
+    /// feed) end instead of holding the graceful stop for its whole bound.
+    pub stopping: tokio::sync::watch::Sender<bool>,
+}
+
+impl AppState {
+    pub fn new(services: Services) -> Self {
+        Self { inner: Arc::new(services) }
+    }
+
+    pub fn auth(&self) -> &Authenticator {
+        &self.inner.auth
+    }
+
+    pub fn apps(&self) -> &ConfigApps {
+        &self.inner.apps
+    }
+
+    pub fn definitions(&self) -> &StoredDefinitions {
+        &self.inner.definitions
+    }
+
+    pub fn keys(&self) -> &Keys {
+        &self.inner.keys
+    }
+
+    pub fn proxy(&self) -> &Proxy {
+        &self.inner.proxy
+    }
+
+    pub fn consent(&self) -> &ConsentStore {
+        &self.inner.consent
+    }
+
+    pub fn audit(&self) -> &Audit {
+        &self.inner.audit
+    }
+
+    /// What `writer` may declare in an application's
+    /// `resource_dependencies`: admins may, others only when the
+    /// configuration allows it; targets name a v1 group or a loaded type.
+    /// No stored definition, whoever writes it, gets the user's token.
+    pub fn declaration_policy(&self, writer: &Caller) -> DeclarationPolicy {
+        let mut declarable: Vec<String> = V1_GROUPS.iter().map(|g| g.to_string()).collect();
+        declarable.extend(self.handlers().all().iter().map(|h| h.description().group.clone()));
+        DeclarationPolicy {
+            declarable,
+            may_declare: writer.is_admin || self.inner.allow_user_dependencies,
+            may_forward_auth_token: false,
+        }
+    }
+
+    pub fn events(&self) -> &Arc<dyn crate::events::EventBus> {
+        &self.inner.events
+    }
+
+    pub fn feed_heartbeat(&self) -> std::time::Duration {
+        self.inner.feed_heartbeat
+    }
+
+    pub fn feed_subscriptions(&self) -> &feed::Subscriptions {
+        &self.inner.feed_subscriptions
+    }
+
+    /// Ends every change-feed stream; called when the server begins to stop.
+    pub fn begin_stop(&self) {
+        self.inner.stopping.send_replace(true);
+    }
+
+    /// Becomes `true` when the server begins to stop.
+    pub fn stopping(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.inner.stopping.subscribe()
+    }
+
+    pub fn access(&self) -> &AccessService {
+        &self.inner.access
+    }
+
+    pub fn documents(&self) -> &Documents {
+        &self.inner.documents
+    }
+
+    pub fn buckets(&self) -> &BucketCodec {
+        &self.inner.buckets
+    }
+
+    pub fn handlers(&self) -> &HandlerRegistry {
+        &self.inner.handlers
+    }
+
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.inner.store
+    }
+
+    pub fn folders(&self) -> &FolderEngine {
+        &self.inner.folders
+    }
+
+    pub fn blobs(&self) -> &BlobService {
+        &self.inner.blobs
+    }
+
+    pub fn redis(&self) -> Option<&redis::aio::ConnectionManager> {
+        self.inner.redis.as_ref()
+    }
+}
