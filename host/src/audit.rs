@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
 
-use crate::permissions::Permissions;
 use crate::auth::Caller;
+use crate::permissions::Permissions;
 
 /// One application call, as dependency resolution and its audit events see it.
 pub struct Call<'a> {

@@ -12,11 +12,9 @@ use serde_json::Value;
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use crate::buckets::BucketLocation;
-use crate::identity::Identity;
 use crate::config::{AccessConfig, IdentityConfig, ProjectKey, PublicKeyAlgorithm};
+use crate::identity::Identity;
 use crate::keys::{KeyData, Originator};
 
 /// An authenticated caller.

@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::auth::Caller;
 use crate::buckets::BucketLocation;
+pub use crate::dependencies::AdminConsentStatus;
 use crate::dependencies::Declared;
 use crate::documents::{DocumentError, Documents, global_path, path_for};
 
@@ -93,33 +94,6 @@ pub struct ConsentStore {
 /// A document name for a deployment id (which may hold `/`).
 fn key(deployment: &str) -> String {
     Sha256::digest(deployment.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Whether an admin's consent covers a declaration as it is now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AdminConsentStatus {
-    /// No admin has consented.
-    Missing,
-    Live,
-    /// An admin consented to an earlier declaration.
-    Stale,
-}
-
-impl AdminConsentStatus {
-    /// Why a call gets no grant, naming who can fix it; `None` when live.
-    pub fn refusal(self, deployment: &str) -> Option<String> {
-        match self {
-            Self::Live => None,
-            Self::Missing => Some(format!(
-                "no admin has consented to the resource dependencies {deployment} declares; an admin must \
-                 consent (POST /v1/consent/{deployment}/admin-consent)"
-            )),
-            Self::Stale => Some(format!(
-                "the resource dependencies {deployment} declares changed since an admin consented to them; an \
-                 admin must consent to the new declaration (POST /v1/consent/{deployment}/admin-consent)"
-            )),
-        }
-    }
 }
 
 impl ConsentStore {

@@ -27,9 +27,35 @@ use crate::access::{AccessService, Permissions, Resource, StateRead};
 use crate::audit::{Audit, AuditEvent, Call};
 use crate::auth::Caller;
 use crate::buckets::BucketCodec;
-use crate::consent::AdminConsentStatus;
 use crate::keys::KeyGrant;
 use crate::resource_url::{Intent, ResourceUrl};
+
+/// Whether an admin's consent covers a declaration as it is now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminConsentStatus {
+    /// No admin has consented.
+    Missing,
+    Live,
+    /// An admin consented to an earlier declaration.
+    Stale,
+}
+
+impl AdminConsentStatus {
+    /// Why a call gets no grant, naming who can fix it; `None` when live.
+    pub fn refusal(self, deployment: &str) -> Option<String> {
+        match self {
+            Self::Live => None,
+            Self::Missing => Some(format!(
+                "no admin has consented to the resource dependencies {deployment} declares; an admin must \
+                 consent (POST /v1/consent/{deployment}/admin-consent)"
+            )),
+            Self::Stale => Some(format!(
+                "the resource dependencies {deployment} declares changed since an admin consented to them; an \
+                 admin must consent to the new declaration (POST /v1/consent/{deployment}/admin-consent)"
+            )),
+        }
+    }
+}
 
 /// The one `kind` a record may have.
 pub const LINK_KIND: &str = "dial.resourceLink";

@@ -35,9 +35,9 @@ use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::identity::Identity;
 use crate::buckets::BucketLocation;
 use crate::clock::now_ms;
+use crate::identity::Identity;
 
 /// Characters a key is drawn from (DIAL's alphabet: `0-9a-z-_A-Z`).
 const KEY_ALPHABET: &[u8; 64] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_";

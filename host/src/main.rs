@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use dial_host::config::{Config, ServerConfig};
 use dial_host::cli::handler_test::test_folder;
+use dial_host::config::{Config, ServerConfig};
 use dial_host::handlers::{Checked, HandlerSource, Problem, Runtime, RuntimeLimits};
 use dial_host::{server, telemetry};
 

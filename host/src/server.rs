@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 
 use crate::access::AccessService;
+use crate::access::public_rules::PublicRules;
 use crate::apps::ConfigApps;
 use crate::audit::Audit;
 use crate::auth::Authenticator;
@@ -30,7 +31,6 @@ use crate::handlers::{CacheConfig, HandlerRegistry, Runtime, RuntimeLimits};
 use crate::http::{self, AppState, Services};
 use crate::listener::{self, ConnectionLimits};
 use crate::proxy::Proxy;
-use crate::access::public_rules::PublicRules;
 use crate::sharing::SharingService;
 use crate::storage::{self, PathLimits};
 use crate::{events, keys, locks};
@@ -289,7 +289,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
         redis: redis.map(|(_, connection)| connection),
         events,
         feed_heartbeat: Duration::from_secs(config.feed.heartbeat_seconds.max(1)),
-        feed_subscriptions: crate::http::feed::Subscriptions::new(config.feed.max_subscriptions_per_caller),
+        feed_subscriptions: crate::http::subscriptions::Subscriptions::new(config.feed.max_subscriptions_per_caller),
         stopping: tokio::sync::watch::Sender::new(false),
     }))
 }

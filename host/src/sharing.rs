@@ -16,12 +16,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::permissions::Permissions;
 use crate::auth::Caller;
 use crate::buckets::{BucketCodec, BucketLocation};
+use crate::clock::now_ms;
 use crate::config::{ShareLimit, SharingConfig};
 use crate::documents::{DocumentError, Documents, Update, global_path, path_for};
-use crate::clock::now_ms;
+use crate::permissions::Permissions;
 
 const DEFAULT_TTL_HOURS: u64 = 72;
 const DEFAULT_MAX_USERS: i64 = 10;

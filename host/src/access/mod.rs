@@ -18,12 +18,12 @@ pub mod public_rules;
 
 use std::collections::HashMap;
 
+use crate::access::public_rules::{PublicRules, RulesDocument, admits_with};
 use crate::auth::Caller;
 use crate::buckets::BucketLocation;
 use crate::documents::DocumentError;
 use crate::keys::KeyData;
 pub use crate::permissions::{Permission, Permissions};
-use crate::access::public_rules::{PublicRules, RulesDocument, admits_with};
 use crate::resource_url::ResourceUrl;
 use crate::sharing::{OwnerShares, SharingError, SharingService, covers};
 

@@ -24,7 +24,12 @@ impl BlobService {
     /// The content to store for a JSON body: checked (and for applications,
     /// normalised) on a blocking thread, since a large body takes a while;
     /// a large one first waits for a permit of [`Self::large_parses`].
-    pub(super) async fn check_json(&self, group: BlobGroup, body: Bytes, policy: DeclarationPolicy) -> Result<Bytes, BlobError> {
+    pub(super) async fn check_json(
+        &self,
+        group: BlobGroup,
+        body: Bytes,
+        policy: DeclarationPolicy,
+    ) -> Result<Bytes, BlobError> {
         let permit = match body.len() >= LARGE_JSON_BYTES {
             true => Some(self.large_parses.clone().acquire_owned().await.expect("the semaphore is never closed")),
             false => None,
@@ -38,7 +43,6 @@ impl BlobService {
         .await
         .expect("checking a JSON body panicked")
     }
-
 }
 
 /// A JSON body as stored: prompts and conversations as sent, applications
@@ -78,7 +82,6 @@ pub(super) fn check_content_type(content_type: Option<&str>) -> Result<String, B
     }
     Ok(value.into())
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -1,14 +1,14 @@
 //! v1 listings: the children of a folder or every item below it, paged
 //! over what the caller may see, with opaque tokens.
 
-use futures_util::stream::{self, BoxStream};
+use futures_util::stream::{self};
 use futures_util::{Stream, StreamExt, TryStreamExt};
+use object_store::ObjectMeta;
 use object_store::path::Path;
-use object_store::{ObjectMeta, ObjectStoreExt};
 use percent_encoding::percent_decode_str;
 
 use super::service::BlobService;
-use super::trailer::ItemMeta;
+use super::trailer::{FOOTER_LEN, ItemMeta};
 use super::{BlobError, BlobTarget};
 use crate::resource_url::{ResourceUrl, Shows};
 
@@ -199,7 +199,6 @@ impl BlobService {
         Ok(false)
     }
 }
-}
 
 /// Takes up to `limit` nodes; the token is the key of the last one taken,
 /// given only when another node follows.
@@ -253,7 +252,6 @@ fn descendant_url(folder: &ResourceUrl, key: &str) -> Option<ResourceUrl> {
     }
     Some(url)
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -13,7 +13,7 @@
 //!   and content types in `json`.
 //! - [`listing`]: listings and their tokens.
 //! - [`listing_json`]: DIAL's metadata JSON for items and folders.
-//! - [`error`]: [`BlobError`].
+//! - [`error`]: the v1 store's error, [`BlobError`].
 //!
 //! An item lives at `<bucket location><group>/<decoded segments…>` (the
 //! convention of the v2 layout), so v1 groups never collide with v2 ones.

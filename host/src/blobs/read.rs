@@ -108,5 +108,4 @@ impl BlobService {
             other => other.map(|stored| stored.map(|stored| stored.meta)),
         }
     }
-
 }

@@ -28,28 +28,27 @@
 //! keeps empty directories after deletes, so there a listed folder is shown
 //! only if something is stored below it.
 
-
-use std::fmt::Display;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
-use futures_util::stream::BoxStream;
-use futures_util::{Stream, StreamExt};
-use md5::{Digest, Md5};
-use object_store::{ObjectStore, ObjectStoreExt};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::stream::{self, BoxStream};
+use object_store::{GetOptions, ObjectStore, ObjectStoreExt};
 use tokio::sync::Semaphore;
 
-use super::json::JSON_CONTENT_TYPE;
 use super::trailer::ItemMeta;
-use super::upload::{MAX_ATTEMPTS, Staged, StagedBody, UPLOAD_BUFFER_BYTES};
-use super::{BlobError, BlobGroup, BlobTarget};
-use crate::dependencies::DeclarationPolicy;
+use super::{BlobError, BlobTarget};
 use crate::etag::Preconditions;
 use crate::events::{EventAction, EventBus, ResourceEvent};
-use crate::hashing::hex;
 use crate::listing_cache::{DEFAULT_LISTING_CACHE_ENTRIES, EtagCache};
 use crate::locks::LockService;
 use crate::storage::PathLimits;
+
+/// An upload larger than this becomes a multipart upload (S3 parts must be
+/// at least 5 MiB).
+pub(super) const UPLOAD_BUFFER_BYTES: usize = 8 << 20;
+/// How often a write or read retries after losing a race to another writer.
+pub(super) const MAX_ATTEMPTS: usize = 4;
 
 /// Size limits of v1 resources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,75 +201,6 @@ impl BlobService {
         Err(BlobError::Conflict(format!("{} keeps changing while being read; retry", target.url)))
     }
 
-    // ----- writes ------------------------------------------------------
-
-    /// Stores a JSON resource (prompt, conversation, application) read from
-    /// `body`: at most `max_size` bytes, must be UTF-8 JSON whatever the
-    /// request's content type; applications are normalised and validated.
-    /// `policy`: what the writer may declare in an application's
-    /// `resource_dependencies`.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn put_json<S, E>(
-        &self,
-        target: &BlobTarget,
-        body: S,
-        declared_length: Option<u64>,
-        conditions: &Preconditions,
-        author: Option<String>,
-        policy: &DeclarationPolicy,
-    ) -> Result<Committed, BlobError>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: Display,
-    {
-        if target.url.is_folder() {
-            return Err(BlobError::FolderNotAllowed(target.url.to_string()));
-        }
-        if !target.group().is_json() {
-            return Err(BlobError::BadRequest(format!("{} is not a JSON resource", target.url)));
-        }
-        self.path_limits.check(target.path()).map_err(|e| BlobError::BadRequest(e.to_string()))?;
-        let bytes = read_limited(body, declared_length, self.limits.max_size).await?;
-        let content = self.check_json(target.group(), bytes, policy.clone()).await?;
-        let staged = Staged {
-            etag: hex(&Md5::digest(&content)),
-            size: content.len() as u64,
-            content_type: JSON_CONTENT_TYPE.into(),
-            body: StagedBody::Memory(vec![content]),
-        };
-        self.commit(target, staged, conditions, author).await
-    }
-
-
-    /// Stores a file streamed from `body` (at most `max_file_size` bytes),
-    /// hashing while streaming; never holds more than the upload buffer.
-    pub async fn put_file<S, E>(
-        &self,
-        target: &BlobTarget,
-        body: S,
-        content_type: Option<&str>,
-        conditions: &Preconditions,
-        author: Option<String>,
-    ) -> Result<Committed, BlobError>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: Display,
-    {
-        if target.url.is_folder() {
-            return Err(BlobError::FolderNotAllowed(target.url.to_string()));
-        }
-        if target.group() != BlobGroup::Files {
-            return Err(BlobError::BadRequest(format!("{} is not a file", target.url)));
-        }
-        self.path_limits.check(target.path()).map_err(|e| BlobError::BadRequest(e.to_string()))?;
-        let content_type = check_content_type(content_type)?;
-        // Fail fast on a condition that cannot hold; checked again at the commit.
-        let current = self.read_stored(target.path()).await?;
-        conditions.check_write(current.as_ref().map(|c| c.meta.etag.as_str()))?;
-        let staged = self.stage_stream(target, body, content_type).await?;
-        self.commit(target, staged, conditions, author).await
-    }
-
     /// Deletes an item (conditions checked under the lock) and returns what
     /// it was. Callers that keep state about items (sharing) clean up after.
     pub async fn delete(&self, target: &BlobTarget, conditions: &Preconditions) -> Result<ItemMeta, BlobError> {
@@ -301,7 +231,6 @@ impl BlobService {
     async fn publish(&self, action: EventAction, target: &BlobTarget, etag: Option<&str>) {
         self.events.publish(ResourceEvent::now(action, target.url.to_string(), etag.map(Into::into))).await;
     }
-
 }
 
 impl BlobService {
@@ -335,63 +264,25 @@ pub(super) fn folder_in_the_way(target: &BlobTarget) -> BlobError {
     BlobError::Conflict(format!("A folder already exists at {}/", target.url))
 }
 
-
-/// Reads a body of at most `max` bytes; 413 with DIAL's message otherwise.
-async fn read_limited<S, E>(mut body: S, declared: Option<u64>, max: u64) -> Result<Bytes, BlobError>
-where
-    S: Stream<Item = Result<Bytes, E>> + Unpin,
-    E: Display,
-{
-    if let Some(size) = declared.filter(|size| *size > max) {
-        drain(body, size).await;
-        return Err(BlobError::ResourceTooLarge { size, max });
-    }
-    let mut bytes = BytesMut::new();
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| BlobError::BadRequest(format!("Failed to read the request body: {e}")))?;
-        let size = (bytes.len() + chunk.len()) as u64;
-        if size > max {
-            drain(body, size).await;
-            return Err(BlobError::ResourceTooLarge { size, max });
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok(bytes.freeze())
-}
-
-/// Most bytes of a refused body read and dropped so the client can finish
-/// sending and then read the 413; beyond it the connection is closed
-/// (and the client may see a reset instead of the status).
-const MAX_DRAIN_BYTES: u64 = 4 << 20;
-
-/// Reads and drops what is left of a refused body, up to [`MAX_DRAIN_BYTES`].
-async fn drain<S, E>(mut body: S, size_hint: u64)
-where
-    S: Stream<Item = Result<Bytes, E>> + Unpin,
-{
-    if size_hint > MAX_DRAIN_BYTES {
-        return;
-    }
-    let mut drained = 0u64;
-    while let Some(Ok(chunk)) = body.next().await {
-        drained += chunk.len() as u64;
-        if drained > MAX_DRAIN_BYTES {
-            return;
-        }
-    }
-}
-
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 
+    use futures_util::{Stream, TryStreamExt};
+    use md5::{Digest, Md5};
+    use object_store::path::Path;
+
     use super::*;
+    use crate::blobs::DEFAULT_CONTENT_TYPE;
+    use crate::blobs::JSON_CONTENT_TYPE;
+    use crate::blobs::listing::{Listed, Listing};
     use crate::buckets::BucketLocation;
     use crate::config::LockConfig;
-    use crate::blobs::DEFAULT_CONTENT_TYPE;
+    use crate::dependencies::DeclarationPolicy;
     use crate::etag::EtagMatch;
+    use crate::hashing::hex;
     use crate::resource_url::Intent;
+    use crate::resource_url::ResourceUrl;
 
     const LIMITS: BlobLimits = BlobLimits { max_size: 1 << 20, max_file_size: 1 << 20 };
 

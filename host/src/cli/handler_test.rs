@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::config::{FoldersConfig, HandlersConfig};
+use crate::folders::FolderLimits;
+use crate::folders::names::check_file_path;
 use crate::handlers::files::{FileSource, ReadError, ReadFuture};
 use crate::handlers::{
     Checked, FileEntry, Handler, HandlerError, HandlerSource, LoadError, Problem, ResourceInfo, Runtime,
 };
-use crate::config::{FoldersConfig, HandlersConfig};
-use crate::folders::FolderLimits;
-use crate::folders::names::check_file_path;
 
 /// The files under a local directory, read on demand from disk.
 #[derive(Debug)]

@@ -117,10 +117,12 @@ impl FolderEngine {
         markers::read_resource_marker(&self.store, node).await
     }
 
-    pub(super) async fn read_folder_marker(&self, node: &Node) -> Result<Option<ReadMarker<FolderMarker>>, FolderError> {
+    pub(super) async fn read_folder_marker(
+        &self,
+        node: &Node,
+    ) -> Result<Option<ReadMarker<FolderMarker>>, FolderError> {
         markers::read_folder_marker(&self.store, node).await
     }
-
 
     /// Whether a DIAL folder exists at `node` (the bucket root always does).
     pub async fn folder_exists(&self, node: &Node) -> Result<bool, FolderError> {
@@ -591,7 +593,6 @@ impl FolderEngine {
         guards.push(self.locks.acquire(&node.resource_lock_key()).await?);
         Ok(guards)
     }
-
 
     /// The commit: a conditional write of the marker ([`markers::write_marker`]).
     pub(super) async fn write_marker(

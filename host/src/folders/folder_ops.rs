@@ -62,5 +62,4 @@ impl FolderEngine {
         self.publish(EventAction::Delete, node, None).await;
         Ok(())
     }
-
 }

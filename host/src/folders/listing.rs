@@ -86,8 +86,7 @@ pub(super) async fn list_children(
         .filter_map(|prefix| prefix.parts().next_back().map(|part| decode_part(&part)))
         .collect();
     names.sort();
-    let candidates: Vec<String> =
-        names.into_iter().filter(|name| token.is_none_or(|t| name.as_str() > t)).collect();
+    let candidates: Vec<String> = names.into_iter().filter(|name| token.is_none_or(|t| name.as_str() > t)).collect();
     // Marker reads overlap (a few pages' worth of latency becomes one);
     // order is kept, and at most LISTING_READ_AHEAD reads run past the page.
     let mut classified = futures_util::stream::iter(candidates)
@@ -106,7 +105,11 @@ pub(super) async fn list_children(
     Ok(Listing { items, next_token })
 }
 
-async fn classify_child(store: &Arc<dyn ObjectStore>, parent: &Node, name: &str) -> Result<Option<ListedNode>, FolderError> {
+async fn classify_child(
+    store: &Arc<dyn ObjectStore>,
+    parent: &Node,
+    name: &str,
+) -> Result<Option<ListedNode>, FolderError> {
     let Ok(url) = parent.url.child(name, false) else { return Ok(None) };
     let child = Node { paths: parent.paths.child(name), url, location: parent.location.clone() };
     if let Some(marker) = live_marker(store, &child).await? {

@@ -33,7 +33,10 @@ pub(super) async fn read_folder_marker(
 }
 
 /// The live (ready) marker of a resource.
-pub(super) async fn live_marker(store: &Arc<dyn ObjectStore>, node: &Node) -> Result<Option<ResourceMarker>, FolderError> {
+pub(super) async fn live_marker(
+    store: &Arc<dyn ObjectStore>,
+    node: &Node,
+) -> Result<Option<ResourceMarker>, FolderError> {
     Ok(read_resource_marker(store, node).await?.map(|r| r.marker).filter(ResourceMarker::is_ready))
 }
 

@@ -6,7 +6,7 @@
 //! - [`names`]: reserved names and file-path rules.
 //! - [`node`]: the node a request addresses (paths, lock keys, ancestors).
 //! - [`policy`]: a type's limits and version retention.
-//! - [`error`]: [`FolderError`].
+//! - [`error`]: the engine's error, [`FolderError`].
 //! - [`markers`]: marker reads and the one conditional marker write.
 //! - [`staging`]: a new version's files streamed into the store, bounded.
 //! - [`validate`]: the handler's check, reading files through `VersionFiles`.

@@ -88,7 +88,7 @@ impl Node {
     }
 }
 
-fn folder_child(folder: &Node, name: &str) -> Result<Node, FolderError> {
+pub(super) fn folder_child(folder: &Node, name: &str) -> Result<Node, FolderError> {
     let url = folder.url.child(name, true)?;
     Ok(Node { paths: folder.paths.child(name), url, location: folder.location.clone() })
 }

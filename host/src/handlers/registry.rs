@@ -18,9 +18,9 @@ use std::sync::{Arc, RwLock};
 
 use serde::Serialize;
 
-use super::runtime::{LoadError, Runtime};
 use super::config::HandlersConfig;
 use super::handler::Handler;
+use super::runtime::{LoadError, Runtime};
 use super::types::HandlerSource;
 
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +34,6 @@ pub enum RegistryError {
     #[error("[handlers.types.{0}] configures a group that no loaded handler serves")]
     UnknownType(String),
 }
-
 
 /// The built-in Agent Skills handler, compiled by the build script.
 pub const BUILTIN_SKILL_HANDLER: &[u8] =

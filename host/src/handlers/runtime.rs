@@ -28,8 +28,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{self, CheckFunc, HandlerCore, HandlerCoreIndices};
 use super::cache::{CacheConfig, ComponentCache};
-use super::files::{FileSource, InMemoryFiles, ReadError};
 use super::config::HandlersConfig;
+use super::files::{FileSource, InMemoryFiles, ReadError};
 use super::types::{
     FileEntry, HandlerDescription, HandlerError, HandlerErrorKind, HandlerSource, Mutation, Problem, ResourceInfo,
 };

@@ -1,8 +1,8 @@
 //! What a resource URL names, across v1 groups and handler groups: the one
 //! place sharing and publication ask "which type is this, does it exist".
 
-use super::state::AppState;
 use super::error::ApiError;
+use super::state::AppState;
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
 use crate::blobs::service::Download;

@@ -13,14 +13,14 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::state::AppState;
-use super::mint::{Reader, decode_id, resolve};
 use super::error::ApiError;
+use super::mint::{Reader, decode_id, resolve};
+use super::state::AppState;
 use crate::apps::Application;
 use crate::audit::AuditEvent;
 use crate::auth::Caller;
-use crate::consent::{AdminConsent, ApprovedDeclaration, granted_by, is_live, snapshot, user_document};
 use crate::clock::now_ms;
+use crate::consent::{AdminConsent, ApprovedDeclaration, granted_by, is_live, snapshot, user_document};
 
 const ADMIN_SUFFIX: &str = "/admin-consent";
 
@@ -31,7 +31,7 @@ enum Subject {
 }
 
 fn subject(uri: &Uri) -> Result<Subject, ApiError> {
-    let rest = super::raw_path(uri, "/v1/consent/");
+    let rest = super::respond::raw_path(uri, "/v1/consent/");
     match rest.strip_suffix(ADMIN_SUFFIX) {
         Some(id) => Ok(Subject::Admin(decode_id(id)?)),
         None => Ok(Subject::User(decode_id(rest)?)),

@@ -29,29 +29,17 @@
 //! an application calling on gets the attachments of the answer granted
 //! to its key as the answer passes. The call itself is `mint.rs`'s.
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::value::RawValue;
-use std::sync::Arc;
 
-use super::state::AppState;
-use super::catalog;
 use super::error::{ApiError, Dialect};
-use super::mint::{Deployment, Incoming, Reader, answer, decode_id, resolve};
-use crate::access::{Permission, Resource};
-use crate::apps::{Api, Application, FeaturesData, app_id};
+use super::mint::{Incoming, Reader, answer, decode_id, resolve};
+use super::state::AppState;
+use crate::apps::{Api, Application, FeaturesData};
 use crate::auth::Caller;
-use crate::blobs::BlobTarget;
-use crate::blobs::service::Download;
-use crate::consent::AdminConsentStatus;
-use crate::dependencies;
-use crate::etag::{EtagMatch, Preconditions};
-use crate::keys::{self, Changed, KeyChange, KeyData, KeyGrant, KeyId};
-use crate::proxy::answers::{AnswerLinks, Grant};
-use crate::proxy::{Origin, UpstreamCall};
-use crate::resource_url::{Intent, ResourceUrl};
 
 /// `POST /openai/deployments/{id}/chat/completions` (and `…/completions`,
 /// `…/embeddings`, `…/responses`).
@@ -66,7 +54,7 @@ pub async fn openai(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let rest = super::raw_path(&uri, "/openai/deployments/");
+    let rest = super::respond::raw_path(&uri, "/openai/deployments/");
     let Some((id, api)) = openai_api(rest) else {
         return Dialect::OpenAi.render(no_route(&uri));
     };
@@ -98,7 +86,7 @@ pub async fn anthropic(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let rest = super::raw_path(&uri, "/anthropic/deployments/");
+    let rest = super::respond::raw_path(&uri, "/anthropic/deployments/");
     let Some(id) = rest.strip_suffix("/v1/messages").map(str::to_string) else {
         return Dialect::Anthropic.render(no_route(&uri));
     };
@@ -114,7 +102,7 @@ pub async fn v1_deployment(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let rest = super::raw_path(&uri, "/v1/deployments/").to_string();
+    let rest = super::respond::raw_path(&uri, "/v1/deployments/").to_string();
     let incoming = Incoming { uri, method, headers, body };
     if let Some(id) = rest.strip_suffix("/mcp") {
         return mcp(&state, caller, id, incoming).await;
@@ -183,7 +171,7 @@ pub async fn rate(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let Some(id) = super::raw_path(&uri, "/v1/").strip_suffix("/rate").map(str::to_string) else {
+    let Some(id) = super::respond::raw_path(&uri, "/v1/").strip_suffix("/rate").map(str::to_string) else {
         return Dialect::OpenAi.render(no_route(&uri));
     };
     answer(&state, caller, &id, Api::Rate, Incoming { uri, method, headers, body }).await
@@ -209,7 +197,7 @@ pub async fn list_applications(State(state): State<AppState>, caller: Result<Cal
     params(("deployment" = String, Path, description = "The application's deployment id")),
     responses((status = 200, description = "The application as a deployment", body = DeploymentInfo)))]
 pub async fn get_deployment(State(state): State<AppState>, caller: Result<Caller, ApiError>, uri: Uri) -> Response {
-    let id = super::raw_path(&uri, "/openai/deployments/");
+    let id = super::respond::raw_path(&uri, "/openai/deployments/");
     if openai_api(id).is_some() {
         let refused = ApiError::new(StatusCode::METHOD_NOT_ALLOWED, format!("{} takes POST", uri.path()));
         return Dialect::OpenAi.render(refused.permanent());
@@ -224,7 +212,7 @@ pub async fn get_deployment(State(state): State<AppState>, caller: Result<Caller
     params(("application" = String, Path, description = "The application's deployment id")),
     responses((status = 200, description = "The application", body = DeploymentInfo)))]
 pub async fn get_application(State(state): State<AppState>, caller: Result<Caller, ApiError>, uri: Uri) -> Response {
-    let id = super::raw_path(&uri, "/openai/applications/").to_string();
+    let id = super::respond::raw_path(&uri, "/openai/applications/").to_string();
     describe(&state, caller, &id, Listed::Application).await
 }
 

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use axum::extract::{FromRequestParts, Query};
 use axum::http::request::Parts;
 
-use super::state::AppState;
 use super::error::ApiError;
+use super::state::AppState;
 use axum::http::{HeaderMap, StatusCode, header};
 
 use crate::auth::{AuthError, Caller, Credentials};

@@ -16,9 +16,8 @@
 //! holds at most `feed.max_subscriptions_per_caller` subscriptions at once
 //! on an instance (429 beyond).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -28,69 +27,20 @@ use futures_util::Stream;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::state::AppState;
 use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
+use super::state::AppState;
+use super::subscriptions::Slot;
 use crate::access::{Permission, Resource, StateRead};
 use crate::auth::Caller;
-use crate::events::{EventAction, ResourceEvent};
 use crate::clock::now_ms;
+use crate::events::{EventAction, ResourceEvent};
 
 /// URLs one subscription may watch.
 const MAX_WATCHED: usize = 100;
 /// How often a subscription made with a per-request key asks the key store
 /// whether the key is still alive.
 const KEY_CHECK: Duration = Duration::from_secs(1);
-
-/// Open subscriptions per caller on this instance.
-pub struct Subscriptions {
-    max: usize,
-    open: Arc<Mutex<HashMap<String, usize>>>,
-}
-
-/// One open subscription, counted until it is dropped (the stream ended or
-/// the client went away).
-struct Slot {
-    open: Arc<Mutex<HashMap<String, usize>>>,
-    caller: String,
-}
-
-impl Subscriptions {
-    pub fn new(max: usize) -> Self {
-        Self { max: max.max(1), open: Arc::default() }
-    }
-
-    /// A slot for `caller`, or 429 when they hold the most allowed.
-    fn take(&self, caller: &Caller) -> Result<Slot, ApiError> {
-        // An application's key is a caller of its own (for the same user).
-        let who = match &caller.per_request {
-            Some(key) => format!("{:?}/{}", caller.identity, key.app),
-            None => format!("{:?}", caller.identity),
-        };
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = open.entry(who.clone()).or_default();
-        if *count >= self.max {
-            return Err(ApiError::new(
-                axum::http::StatusCode::TOO_MANY_REQUESTS,
-                format!("At most {} subscriptions may be open at once (feed.max_subscriptions_per_caller)", self.max),
-            ));
-        }
-        *count += 1;
-        Ok(Slot { open: self.open.clone(), caller: who })
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = open.get_mut(&self.caller) {
-            *count -= 1;
-            if *count == 0 {
-                open.remove(&self.caller);
-            }
-        }
-    }
-}
 
 #[derive(Deserialize, utoipa::ToSchema)]
 struct SubscribeRequest {

@@ -6,17 +6,15 @@
 //! key as it passes). The routes of `deployments.rs` hand their calls here.
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::value::RawValue;
 use std::sync::Arc;
 
-use super::state::AppState;
 use super::catalog;
 use super::error::{ApiError, Dialect};
+use super::state::AppState;
 use crate::access::{Permission, Resource};
-use crate::apps::{Api, Application, FeaturesData, app_id};
+use crate::apps::{Api, Application, app_id};
 use crate::auth::Caller;
 use crate::blobs::BlobTarget;
 use crate::blobs::service::Download;
@@ -363,7 +361,7 @@ fn answer_grant(state: &AppState, callee: Arc<KeyData>, calling_key: String) -> 
 }
 
 /// A deployment id from a request path (percent-decoded).
-pub(super) fn decode_id(raw_id: &str) -> Result<String, ApiError> {
+pub(crate) fn decode_id(raw_id: &str) -> Result<String, ApiError> {
     percent_encoding::percent_decode_str(raw_id)
         .decode_utf8()
         .map(|id| id.into_owned())

@@ -16,18 +16,15 @@ mod respond;
 mod routes;
 mod sharing;
 mod state;
+pub mod subscriptions;
 mod v1;
 mod v2;
 mod wire;
 
-use std::sync::Arc;
-
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderMap, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::header;
 use axum::routing::{MethodRouter, get, post};
-use object_store::ObjectStore;
 use tower_http::cors::{Any, CorsLayer};
 
 pub use state::{AppState, Services};

@@ -16,12 +16,10 @@ use std::sync::LazyLock;
 
 use axum::http::header;
 use axum::response::IntoResponse;
-use serde::Serialize;
-use serde_json::Value;
 use utoipa::openapi::path::ParameterIn;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{Content, OpenApi as Document, PathItem, RefOr, Response};
-use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
+use utoipa::{Modify, OpenApi, PartialSchema};
 
 use super::{consent, deployments, feed, permissions, publication, resource_ops, routes, sharing, v1, v2};
 
@@ -229,6 +227,8 @@ pub async fn document() -> impl IntoResponse {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     /// The static prefix of a router template with a wildcard tail, or the

@@ -21,9 +21,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 
-use super::state::AppState;
 use super::catalog;
 use super::error::ApiError;
+use super::state::AppState;
 use crate::access::Resource;
 use crate::auth::Caller;
 use crate::keys::{Changed, KeyChange, KeyData, KeyGrant};
@@ -90,7 +90,7 @@ async fn changes(
     request: PerRequestReceiver,
     granting: bool,
 ) -> Result<Vec<KeyChange>, ApiError> {
-    let receiver = super::deployments::decode_id(&request.receiver)?;
+    let receiver = super::mint::decode_id(&request.receiver)?;
     if receiver.is_empty() {
         return Err(ApiError::bad_request("receiver must name a deployment"));
     }

@@ -17,15 +17,15 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::state::AppState;
 use super::catalog::{self, Link};
 use super::error::ApiError;
+use super::state::AppState;
+use crate::access::public_rules::{PublicRules, Rule, RulesDocument};
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
+use crate::clock::now_ms;
 use crate::documents::Update;
 use crate::etag::{EtagMatch, Preconditions};
-use crate::clock::now_ms;
-use crate::access::public_rules::{PublicRules, Rule, RulesDocument};
 use crate::publication::{
     Action, Publication, PublicationResource, PublicationStore, PublicationSummary, Status, parse_publication_url,
 };

@@ -13,9 +13,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 
-use super::state::AppState;
 use super::catalog;
 use super::error::ApiError;
+use super::state::AppState;
 use crate::access::Permission;
 use crate::auth::Caller;
 use crate::etag::{EtagMatch, Preconditions};

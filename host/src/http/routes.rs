@@ -6,9 +6,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::state::AppState;
 use super::error::ApiError;
 use super::extract::Admin;
+use super::state::AppState;
 use crate::access::APPDATA_FOLDER;
 use crate::auth::Caller;
 use crate::handlers::{HandlerSource, LimitOverrides};

@@ -14,9 +14,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::state::AppState;
 use super::catalog::{self, Link};
 use super::error::ApiError;
+use super::state::AppState;
 use crate::auth::Caller;
 use crate::sharing::{Access, Invitation, SharedResource};
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use object_store::ObjectStore;
 
-use super::feed;
+use super::subscriptions::Subscriptions;
 use crate::access::AccessService;
 use crate::apps::{ConfigApps, StoredDefinitions};
 use crate::audit::Audit;
@@ -53,7 +53,7 @@ pub struct Services {
     pub feed_heartbeat: std::time::Duration,
     /// Open change-feed subscriptions per caller, bounded by
     /// `feed.max_subscriptions_per_caller`.
-    pub feed_subscriptions: feed::Subscriptions,
+    pub feed_subscriptions: Subscriptions,
     /// Set when the server begins to stop: endless responses (the change
     /// feed) end instead of holding the graceful stop for its whole bound.
     pub stopping: tokio::sync::watch::Sender<bool>,
@@ -114,7 +114,7 @@ impl AppState {
         self.inner.feed_heartbeat
     }
 
-    pub fn feed_subscriptions(&self) -> &feed::Subscriptions {
+    pub fn feed_subscriptions(&self) -> &Subscriptions {
         &self.inner.feed_subscriptions
     }
 

@@ -24,7 +24,6 @@ use crate::access::{Permission, Resource};
 use crate::auth::Caller;
 use crate::blobs::listing_json::{folder_json, item_json};
 use crate::blobs::{BlobError, BlobGroup, BlobTarget, Download};
-use crate::etag::Preconditions;
 use crate::resource_url::{Intent, ResourceUrl};
 
 /// GET / PUT / DELETE of one item. Bodies are limited by the blob service

@@ -12,9 +12,9 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::access::public_rules::Rule;
 use crate::buckets::BucketLocation;
 use crate::documents::{DocumentError, Documents, Update, global_path, path_for};
-use crate::access::public_rules::Rule;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "UPPERCASE")]
