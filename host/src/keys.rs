@@ -8,7 +8,7 @@
 //! The store keeps, per key, who the chain of calls started from, which
 //! application holds the key, the execution path, the trace id and the
 //! grants (attachments, later dependencies). In-process by default; in Redis
-//! when `redis.url` is set, so a key minted by one instance works on every
+//! when Redis is configured, so a key minted by one instance works on every
 //! other (the app may call back through any of them).
 //!
 //! [`Keys`] is what the host holds: it mints a key as a [`KeyLease`] and
@@ -24,13 +24,13 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::auth::Identity;
 use crate::buckets::BucketLocation;
 use crate::folders::engine::now_ms;
+use crate::redis_conn::RedisConnection;
 
 /// Characters a key is drawn from (DIAL's alphabet: `0-9a-z-_A-Z`).
 const KEY_ALPHABET: &[u8; 64] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_";
@@ -134,7 +134,7 @@ pub trait KeyStore: Send + Sync {
 }
 
 /// The Redis store when a connection is given, the in-process one otherwise.
-pub fn from_config(redis: Option<&ConnectionManager>, key_prefix: &str) -> Arc<dyn KeyStore> {
+pub fn from_config(redis: Option<&RedisConnection>, key_prefix: &str) -> Arc<dyn KeyStore> {
     match redis {
         Some(connection) => Arc::new(RedisKeys { connection: connection.clone(), prefix: format!("{key_prefix}prk:") }),
         None => Arc::new(InProcessKeys::default()),
@@ -206,7 +206,7 @@ impl KeyStore for InProcessKeys {
 
 /// Keys shared by every instance: `SET <prefix><key> <json> NX PX <ttl>`.
 pub struct RedisKeys {
-    connection: ConnectionManager,
+    connection: RedisConnection,
     prefix: String,
 }
 
@@ -295,24 +295,7 @@ impl KeyStore for RedisKeys {
     fn alive(&self) -> KeyFuture<'_, usize> {
         Box::pin(async move {
             let mut connection = self.connection.clone();
-            let mut cursor = 0u64;
-            let mut count = 0;
-            loop {
-                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(format!("{}*", self.prefix))
-                    .arg("COUNT")
-                    .arg(1000)
-                    .query_async(&mut connection)
-                    .await
-                    .map_err(Self::unavailable)?;
-                count += keys.len();
-                if next == 0 {
-                    return Ok(count);
-                }
-                cursor = next;
-            }
+            connection.count_keys(&format!("{}*", self.prefix)).await.map_err(Self::unavailable)
         })
     }
 }

@@ -24,6 +24,7 @@ pub mod locks;
 pub mod metrics;
 pub mod proxy;
 pub mod publication;
+pub mod redis_conn;
 pub mod resource_url;
 pub mod server;
 pub mod sharing;
