@@ -200,11 +200,7 @@ fn httpdate_now() -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{}, {day:02} {} {year} {h:02}:{m:02}:{s:02} GMT",
-        DAYS[(days % 7) as usize],
-        MONTHS[(month - 1) as usize]
-    )
+    format!("{}, {day:02} {} {year} {h:02}:{m:02}:{s:02} GMT", DAYS[(days % 7) as usize], MONTHS[(month - 1) as usize])
 }
 
 /// A cloud store emulator: what a storage test needs of either, so one suite runs on both.
@@ -359,7 +355,9 @@ pub fn redis_cluster() -> Option<RedisCluster> {
     let dir = std::env::temp_dir().join(format!("dial-test-cluster-{}-{}", std::process::id(), free_port()));
     std::fs::create_dir_all(&dir).expect("a directory for the cluster's node files");
     let processes: Vec<Service> = (0..3)
-        .map(|_| Service::start_on(cluster_port, "redis-cluster", |port| cluster_node(&binary, &dir, port), redis_answers))
+        .map(|_| {
+            Service::start_on(cluster_port, "redis-cluster", |port| cluster_node(&binary, &dir, port), redis_answers)
+        })
         .collect();
     let ports: Vec<u16> = processes.iter().map(|process| process.port).collect();
     let addresses: Vec<String> = ports.iter().map(|port| format!("127.0.0.1:{port}")).collect();
@@ -409,6 +407,13 @@ impl RedisCluster {
                 });
             }
         }
+    }
+
+    /// The hash slot of `key` (`redis-cli --cluster create` gives the first node slots 0–5460).
+    pub fn slot_of(&self, key: &str) -> u16 {
+        let port = self.ports.iter().zip(&self.processes).find(|(_, p)| p.child.is_some()).expect("a live node").0;
+        let reply = redis_cli(*port, &["cluster", "keyslot", key]);
+        reply.trim().parse().unwrap_or_else(|_| panic!("cluster keyslot {key}: {reply}"))
     }
 
     /// Kills node `index` (a primary: its slots are unserved until it returns).
@@ -508,7 +513,8 @@ pub fn redis_sentinel() -> Option<RedisSentinel> {
 impl RedisSentinel {
     /// The port the sentinels name as the primary now.
     pub fn primary_port(&self) -> u16 {
-        let reply = redis_cli(self.sentinel_processes[0].port, &["sentinel", "get-master-addr-by-name", self.master_name]);
+        let reply =
+            redis_cli(self.sentinel_processes[0].port, &["sentinel", "get-master-addr-by-name", self.master_name]);
         reply.lines().nth(1).and_then(|port| port.trim().parse().ok()).unwrap_or_else(|| panic!("no primary: {reply}"))
     }
 
