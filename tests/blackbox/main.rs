@@ -1,6 +1,7 @@
 //! Black-box tests: the real `dial-host` binary, real HTTP.
 
 mod auth;
+mod backends;
 mod cli;
 mod cluster;
 mod connections;
