@@ -548,12 +548,7 @@ pub(crate) async fn start_clients(
                 deleted: vec![None; RESOURCES_PER_CLIENT],
                 folders: 0,
                 unavailable_is_expected,
-                outcome: Outcome {
-                    violations: Vec::new(),
-                    operations: BTreeMap::new(),
-                    cut_off: 0,
-                    unavailable: 0,
-                },
+                outcome: Outcome { violations: Vec::new(), operations: BTreeMap::new(), cut_off: 0, unavailable: 0 },
             };
             let stop = stop.clone();
             tokio::spawn(async move {
