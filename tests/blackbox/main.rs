@@ -15,6 +15,9 @@ mod limits;
 mod metrics;
 mod openapi;
 mod outage;
+#[path = "../partition.rs"]
+mod partition;
+mod partitions;
 mod publication;
 #[path = "../random_bytes.rs"]
 mod random_bytes;
