@@ -21,6 +21,7 @@ mod partitions;
 mod publication;
 #[path = "../random_bytes.rs"]
 mod random_bytes;
+mod redis_shapes;
 mod resource_ops;
 mod sdk;
 mod security;
