@@ -372,6 +372,9 @@ fn print_banner(config: &Config, state: &AppState, address: SocketAddr, keys: Op
     let url = format!("http://{address}");
     println!("dial-host {} listening on {url}", env!("CARGO_PKG_VERSION"));
     println!("  storage:  {}", config.storage_url());
+    if let Ok(Some(redis)) = crate::redis_conn::RedisTarget::from_config(&config.redis) {
+        println!("  redis:    {redis}");
+    }
     for handler in state.handlers().all() {
         println!("  handler:  /v2/{}/ ({}, {})", handler.description().group, handler.label(), handler.source());
     }
