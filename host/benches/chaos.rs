@@ -80,7 +80,7 @@ async fn run(backend: &str, length: Duration) -> bool {
     println!(
         "chaos {backend}: {} instances, {} clients, {:.1} min of traffic, {kills} SIGKILLs, {redis_restarts} Redis \
          restarts: {} operations {:?}; {} cut off by a kill, {} answered 503; violations: {}; orphaned objects after \
-         the sweep: {}; {} objects in the store",
+         the sweep: {} (the sweep took {:.0} s after the traffic); {} objects in the store",
         cluster::INSTANCES,
         cluster::CLIENTS,
         traffic.as_secs_f64() / 60.0,
@@ -90,6 +90,7 @@ async fn run(backend: &str, length: Duration) -> bool {
         report.unavailable,
         report.violations.len(),
         report.orphans.len(),
+        report.swept_in.as_secs_f64(),
         report.objects
     );
     for violation in report.violations.iter().take(20) {
