@@ -512,8 +512,9 @@ async fn many_instances_under_load_and_a_kill_lose_no_acknowledged_write(backend
     let report = check(&cluster, &emulator, &http, runs).await;
     eprintln!(
         "{backend}: {INSTANCES} instances, {CLIENTS} clients, {traffic:?} of traffic with one SIGKILL and restart: \
-         {} operations {:?}, {} cut off by the kill, {} answered 503; {} objects in the store after the sweep",
-        report.total, report.operations, report.cut_off, report.unavailable, report.objects
+         {} operations {:?}, {} cut off by the kill, {} answered 503; {} objects in the store after the sweep \
+         ({:?} after the traffic)",
+        report.total, report.operations, report.cut_off, report.unavailable, report.objects, report.swept_in
     );
     assert!(report.violations.is_empty(), "{} violations:\n{}", report.violations.len(), report.violations.join("\n"));
     assert!(report.orphans.is_empty(), "orphaned objects after the sweep:\n{}", report.orphans.join("\n"));
