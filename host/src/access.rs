@@ -9,8 +9,10 @@
 //! - shared with the caller (a grant on the URL or a folder above it) → as granted;
 //! - `public` → read when the rules of every ancestor folder admit the caller.
 //!
-//! Per-request keys add their rules in [`AccessService::permissions`]; routes
-//! never change.
+//! Per-request keys add their rules in [`AccessService::permissions`] (their
+//! application's appdata folder, their grants, and a stored application's
+//! own definition, READ — the last two only as far as the originating user
+//! could go); routes never change.
 
 use std::collections::HashMap;
 
@@ -260,14 +262,31 @@ fn appdata_permissions(key: &KeyData, resource: Resource<'_>) -> Permissions {
     if in_appdata && *resource.location == key.user_bucket() { Permissions::ALL } else { Permissions::default() }
 }
 
-/// The grants baked into a key (request attachments, dependencies) that
-/// cover `resource`, before they are bounded by the originating user's reach.
+/// The grants of a key (request attachments, dependencies, an answer's
+/// attachments, what its caller passed on) that cover `resource`, before
+/// they are bounded by the originating user's reach.
 fn grant_permissions(key: &KeyData, resource: Resource<'_>) -> Permissions {
     let url = resource.url.to_string();
-    key.grants
+    let granted = key
+        .grants
         .iter()
+        .chain(&key.received)
         .filter(|grant| covers(&grant.url, &url))
-        .fold(Permissions::default(), |held, grant| held.union(Permissions { read: grant.read, write: grant.write }))
+        .fold(Permissions::default(), |held, grant| held.union(Permissions { read: grant.read, write: grant.write }));
+    granted.union(own_definition(key, resource))
+}
+
+/// DIAL Core's "app self" rule: a stored application reads its own
+/// definition with its key (aidial-sdk asks the host for its
+/// `application_properties` that way), as far as its user could.
+fn own_definition(key: &KeyData, resource: Resource<'_>) -> Permissions {
+    let url = resource.url;
+    let is_own = !url.is_folder()
+        && url.group() == "applications"
+        && key.app.strip_prefix("applications/").and_then(|rest| rest.strip_prefix(url.bucket())).is_some_and(|path| {
+            path.strip_prefix('/').is_some_and(|path| path.split('/').eq(url.segments().iter().map(String::as_str)))
+        });
+    if is_own { Permissions::READ } else { Permissions::default() }
 }
 
 /// The folder holding each application's data in a user's bucket.
@@ -316,6 +335,8 @@ mod tests {
                 KeyGrant { url: "files/ALICE/shared/".into(), read: true, write: false },
                 KeyGrant { url: "files/BOB/".into(), read: true, write: true },
             ],
+            received: vec![KeyGrant { url: "files/ALICE/passed.txt".into(), read: true, write: false }],
+            passed_on: vec![],
             expires_at: i64::MAX,
         };
         let alice = BucketLocation::User("alice".into());
@@ -337,6 +358,7 @@ mod tests {
         assert_eq!(on("files/ALICE/appdata/other/note.txt", &alice), Permissions::default(), "another app's");
         assert_eq!(on("files/ALICE/private.txt", &alice), Permissions::default(), "never the user's own bucket");
         assert_eq!(on("files/ALICE/doc.txt", &alice), Permissions::READ);
+        assert_eq!(on("files/ALICE/passed.txt", &alice), Permissions::READ, "passed on by the caller");
         assert_eq!(on("files/ALICE/shared/deep/x.txt", &alice), Permissions::READ);
         assert_eq!(on("files/ECHO/anything", &BucketLocation::Key("echo".into())), Permissions::ALL);
         let bob = BucketLocation::User("bob".into());
@@ -347,6 +369,33 @@ mod tests {
             "a grant never reaches more than the user does (bob shared nothing with alice)"
         );
         assert_eq!(on("files/public/x", &BucketLocation::Public), Permissions::default(), "no admin rights");
+    }
+
+    #[test]
+    fn a_stored_application_reads_its_own_definition_as_far_as_its_user_could() {
+        use crate::keys::{KeyData, Originator};
+        use crate::resource_url::{Intent, ResourceUrl};
+        let key = KeyData {
+            id: Default::default(),
+            user: Originator { identity: Identity::User { id: "alice".into() }, roles: vec![], claims: None },
+            app: "applications/ALICE/team/my app".into(),
+            app_id: "my app-0123456789ab".into(),
+            execution_path: vec![],
+            trace_id: String::new(),
+            grants: vec![],
+            received: vec![],
+            passed_on: vec![],
+            expires_at: i64::MAX,
+        };
+        let alice = BucketLocation::User("alice".into());
+        let on = |raw: &str| {
+            let url = ResourceUrl::parse(raw, Intent::Read).unwrap();
+            grant_permissions(&key, Resource { url: &url, location: &alice })
+        };
+        assert_eq!(on("applications/ALICE/team/my%20app"), Permissions::READ);
+        assert_eq!(on("applications/ALICE/team/other"), Permissions::default());
+        assert_eq!(on("applications/ALICE/team/"), Permissions::default());
+        assert_eq!(on("files/ALICE/team/my%20app"), Permissions::default());
     }
 
     #[test]

@@ -42,6 +42,22 @@ pub struct Config {
     pub per_request_key: PerRequestKeyConfig,
     pub audit: AuditConfig,
     pub feed: FeedConfig,
+    pub listings: ListingsConfig,
+}
+
+/// What listings keep between requests.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ListingsConfig {
+    /// Entries each listing cache keeps (v1 items' metadata by location and
+    /// etag); least recently used go first. 0 keeps none.
+    pub cache_entries: usize,
+}
+
+impl Default for ListingsConfig {
+    fn default() -> Self {
+        Self { cache_entries: crate::listing_cache::DEFAULT_LISTING_CACHE_ENTRIES }
+    }
 }
 
 /// The change feed (`POST /v1/ops/resource/subscribe`).
@@ -92,6 +108,7 @@ impl Default for Config {
             per_request_key: PerRequestKeyConfig::default(),
             audit: AuditConfig::default(),
             feed: FeedConfig::default(),
+            listings: ListingsConfig::default(),
         }
     }
 }

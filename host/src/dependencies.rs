@@ -48,6 +48,10 @@ pub struct DeclarationPolicy {
     /// Whether the writer may declare dependencies at all: admins (and the
     /// configuration), or anyone with `access.allow_user_resource_dependencies`.
     pub may_declare: bool,
+    /// Whether the definition may ask for the user's token
+    /// (`forward_auth_token: true`): the configuration's applications only,
+    /// whose endpoints the operator chose.
+    pub may_forward_auth_token: bool,
 }
 
 /// Why a declaration cannot be stored.
@@ -387,6 +391,7 @@ mod tests {
         DeclarationPolicy {
             declarable: ["files", "prompts", "conversations", "applications", "skills"].map(String::from).to_vec(),
             may_declare: true,
+            may_forward_auth_token: false,
         }
     }
 

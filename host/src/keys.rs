@@ -17,6 +17,13 @@
 //! In Redis a key is held for a short lease (`per_request_key.lease_seconds`)
 //! renewed while its call lives, never past its TTL: a key whose instance
 //! was killed outright dies within one lease instead of living out its TTL.
+//!
+//! A live key can change ([`KeyChange`]): the attachments of an answer it
+//! received are granted to it, and its holder passes access on to an
+//! application it calls (the per-request-permissions API). Changes are
+//! appended, in order, beside the key — in Redis a list next to it that
+//! lives and dies with it, so every instance sees them — and applied on
+//! every read; at most [`MAX_KEY_CHANGES`] per key.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -86,11 +93,94 @@ pub struct KeyData {
     pub execution_path: Vec<String>,
     pub trace_id: String,
     pub grants: Vec<KeyGrant>,
+    /// What the application that called this key's holder passed on to it
+    /// (per-request-permissions), bounded at use like `grants`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub received: Vec<KeyGrant>,
+    /// What this key's holder passes on to the applications it calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub passed_on: Vec<PassedOn>,
     /// Milliseconds since the Unix epoch.
     pub expires_at: i64,
 }
 
+/// Access a key's holder passes on to one application it calls: the key
+/// minted for a call to `receiver` receives `grant`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PassedOn {
+    pub receiver: String,
+    pub grant: KeyGrant,
+}
+
+/// A change to a live key, in the order it was made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "camelCase")]
+pub enum KeyChange {
+    /// The key gets `url` (an attachment of an answer it received).
+    Grant { url: String, read: bool, write: bool },
+    /// The holder passes access on to `receiver`.
+    PassOn { receiver: String, url: String, read: bool, write: bool },
+    /// The holder takes back what it passed on.
+    Withdraw { receiver: String, url: String, read: bool, write: bool },
+}
+
+/// Changes one key may take at most.
+pub const MAX_KEY_CHANGES: usize = 1000;
+
+/// What became of a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Changed {
+    Applied,
+    /// The key is gone (revoked or expired).
+    Gone,
+    /// The key took [`MAX_KEY_CHANGES`] already.
+    Full,
+}
+
+/// Adds `read`/`write` on `url` to `grants` (one entry per URL).
+fn add_grant(grants: &mut Vec<KeyGrant>, url: &str, read: bool, write: bool) {
+    match grants.iter_mut().find(|grant| grant.url == url) {
+        Some(grant) => {
+            grant.read |= read;
+            grant.write |= write;
+        }
+        None => grants.push(KeyGrant { url: url.to_string(), read, write }),
+    }
+}
+
 impl KeyData {
+    /// Applies a change made to the live key.
+    pub fn apply(&mut self, change: &KeyChange) {
+        match change {
+            KeyChange::Grant { url, read, write } => add_grant(&mut self.grants, url, *read, *write),
+            KeyChange::PassOn { receiver, url, read, write } => {
+                match self.passed_on.iter_mut().find(|p| p.receiver == *receiver && p.grant.url == *url) {
+                    Some(passed) => {
+                        passed.grant.read |= read;
+                        passed.grant.write |= write;
+                    }
+                    None => self.passed_on.push(PassedOn {
+                        receiver: receiver.clone(),
+                        grant: KeyGrant { url: url.clone(), read: *read, write: *write },
+                    }),
+                }
+            }
+            KeyChange::Withdraw { receiver, url, read, write } => {
+                for passed in self.passed_on.iter_mut().filter(|p| p.receiver == *receiver && p.grant.url == *url) {
+                    passed.grant.read &= !read;
+                    passed.grant.write &= !write;
+                }
+                self.passed_on.retain(|passed| passed.grant.read || passed.grant.write);
+            }
+        }
+    }
+
+    /// What this key's holder passed on to `receiver` (the grants a key
+    /// minted for a call to it receives).
+    pub fn passed_to(&self, receiver: &str) -> Vec<KeyGrant> {
+        self.passed_on.iter().filter(|passed| passed.receiver == receiver).map(|passed| passed.grant.clone()).collect()
+    }
+
     /// The application's own bucket.
     pub fn app_bucket(&self) -> BucketLocation {
         BucketLocation::Key(self.app_id.clone())
@@ -125,8 +215,11 @@ pub trait KeyStore: Send + Sync {
     fn held_for_a_lease(&self) -> bool {
         false
     }
-    /// What a live key stands for; `None` when unknown, revoked or expired.
+    /// What a live key stands for, its changes applied; `None` when unknown,
+    /// revoked or expired.
     fn get<'a>(&'a self, key: &'a str) -> KeyFuture<'a, Option<Arc<KeyData>>>;
+    /// Appends `changes` to a live key (seen by every later read).
+    fn change<'a>(&'a self, key: &'a str, changes: Vec<KeyChange>) -> KeyFuture<'a, Changed>;
     /// Ends a key (idempotent).
     fn revoke(&self, key: String) -> KeyFuture<'_, ()>;
     /// Keys alive now (for metrics and tests); Redis counts this prefix.
@@ -136,7 +229,11 @@ pub trait KeyStore: Send + Sync {
 /// The Redis store when a connection is given, the in-process one otherwise.
 pub fn from_config(redis: Option<&RedisConnection>, key_prefix: &str) -> Arc<dyn KeyStore> {
     match redis {
-        Some(connection) => Arc::new(RedisKeys { connection: connection.clone(), prefix: format!("{key_prefix}prk:") }),
+        Some(connection) => Arc::new(RedisKeys {
+            connection: connection.clone(),
+            prefix: format!("{key_prefix}prk:"),
+            changes_prefix: format!("{key_prefix}prk-changes:"),
+        }),
         None => Arc::new(InProcessKeys::default()),
     }
 }
@@ -154,10 +251,11 @@ pub fn looks_like_key(value: &str) -> bool {
     value.len() == KEY_LENGTH && value.bytes().all(|b| KEY_ALPHABET.contains(&b))
 }
 
-/// Keys of one process. Expired entries are dropped as the map grows.
+/// Keys of one process, each with the number of changes it took. Expired
+/// entries are dropped as the map grows.
 #[derive(Default)]
 pub struct InProcessKeys {
-    keys: Mutex<HashMap<String, Arc<KeyData>>>,
+    keys: Mutex<HashMap<String, (Arc<KeyData>, usize)>>,
 }
 
 impl KeyStore for InProcessKeys {
@@ -167,7 +265,7 @@ impl KeyStore for InProcessKeys {
         let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
         let now = now_ms();
         if keys.len() > 1024 && keys.len().is_power_of_two() {
-            keys.retain(|_, data| data.expires_at > now);
+            keys.retain(|_, (data, _)| data.expires_at > now);
         }
         let key = loop {
             let key = new_key();
@@ -176,20 +274,37 @@ impl KeyStore for InProcessKeys {
             }
         };
         data.id = KeyId(key.clone());
-        keys.insert(key.clone(), Arc::new(data));
+        keys.insert(key.clone(), (Arc::new(data), 0));
         Box::pin(std::future::ready(Ok(key)))
     }
 
     fn renew<'a>(&'a self, key: &'a str, _hold: Duration) -> KeyFuture<'a, bool> {
         let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-        let alive = keys.get(key).is_some_and(|data| data.expires_at > now_ms());
+        let alive = keys.get(key).is_some_and(|(data, _)| data.expires_at > now_ms());
         Box::pin(std::future::ready(Ok(alive)))
     }
 
     fn get<'a>(&'a self, key: &'a str) -> KeyFuture<'a, Option<Arc<KeyData>>> {
         let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-        let found = keys.get(key).filter(|data| data.expires_at > now_ms()).cloned();
+        let found = keys.get(key).filter(|(data, _)| data.expires_at > now_ms()).map(|(data, _)| data.clone());
         Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn change<'a>(&'a self, key: &'a str, changes: Vec<KeyChange>) -> KeyFuture<'a, Changed> {
+        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        let changed = match keys.get_mut(key).filter(|(data, _)| data.expires_at > now_ms()) {
+            None => Changed::Gone,
+            Some((_, taken)) if *taken + changes.len() > MAX_KEY_CHANGES => Changed::Full,
+            Some((data, taken)) => {
+                // Readers holding the old data keep it; the next read sees this.
+                let mut updated = KeyData::clone(data);
+                changes.iter().for_each(|change| updated.apply(change));
+                *data = Arc::new(updated);
+                *taken += changes.len();
+                Changed::Applied
+            }
+        };
+        Box::pin(std::future::ready(Ok(changed)))
     }
 
     fn revoke(&self, key: String) -> KeyFuture<'_, ()> {
@@ -200,17 +315,51 @@ impl KeyStore for InProcessKeys {
     fn alive(&self) -> KeyFuture<'_, usize> {
         let now = now_ms();
         let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-        Box::pin(std::future::ready(Ok(keys.values().filter(|data| data.expires_at > now).count())))
+        Box::pin(std::future::ready(Ok(keys.values().filter(|(data, _)| data.expires_at > now).count())))
     }
 }
 
-/// Keys shared by every instance: `SET <prefix><key> <json> NX PX <ttl>`.
+/// Keys shared by every instance: `SET <prefix>{<key>} <json> NX PX <ttl>`,
+/// and the key's changes as a list at `<changes_prefix>{<key>}` that expires
+/// with it. The key is the hash tag of both names: the scripts and the
+/// atomic read touch the two together, which a Redis Cluster allows only
+/// within one slot (and the keys of different calls still spread over every
+/// primary).
 pub struct RedisKeys {
     connection: RedisConnection,
     prefix: String,
+    changes_prefix: String,
 }
 
+/// Appends changes to a live key's list, which then expires with the key:
+/// KEYS = key, its list; ARGV = the most changes, then the changes. 1
+/// applied, 0 the key is gone, -1 full.
+const APPEND_CHANGES: &str = r"
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl <= 0 then return 0 end
+if redis.call('LLEN', KEYS[2]) + #ARGV - 1 > tonumber(ARGV[1]) then return -1 end
+for i = 2, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+redis.call('PEXPIRE', KEYS[2], ttl)
+return 1
+";
+
+/// Holds a live key (and its changes) longer: KEYS = key, its list; ARGV =
+/// milliseconds. 1 held, 0 the key is gone (a revoke wins).
+const RENEW: &str = r"
+local held = redis.call('PEXPIRE', KEYS[1], ARGV[1], 'XX')
+if held == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[1]) end
+return held
+";
+
 impl RedisKeys {
+    fn key_name(&self, key: &str) -> String {
+        format!("{}{{{key}}}", self.prefix)
+    }
+
+    fn changes_name(&self, key: &str) -> String {
+        format!("{}{{{key}}}", self.changes_prefix)
+    }
+
     fn unavailable(error: redis::RedisError) -> KeyStoreError {
         KeyStoreError::Unavailable(error.to_string())
     }
@@ -235,7 +384,7 @@ impl KeyStore for RedisKeys {
             loop {
                 let key = new_key();
                 let set: Option<String> = redis::cmd("SET")
-                    .arg(format!("{}{key}", self.prefix))
+                    .arg(self.key_name(&key))
                     .arg(&json)
                     .arg("NX")
                     .arg("PX")
@@ -253,30 +402,58 @@ impl KeyStore for RedisKeys {
     fn get<'a>(&'a self, key: &'a str) -> KeyFuture<'a, Option<Arc<KeyData>>> {
         Box::pin(async move {
             let mut connection = self.connection.clone();
-            let json: Option<String> = redis::cmd("GET")
-                .arg(format!("{}{key}", self.prefix))
+            // One atomic read: the key and the changes made so far.
+            let (json, changes): (Option<String>, Vec<String>) = redis::pipe()
+                .atomic()
+                .cmd("GET")
+                .arg(self.key_name(&key))
+                .cmd("LRANGE")
+                .arg(self.changes_name(&key))
+                .arg(0)
+                .arg(-1)
                 .query_async(&mut connection)
                 .await
                 .map_err(Self::unavailable)?;
-            let data = json.and_then(|json| serde_json::from_str::<KeyData>(&json).ok());
-            Ok(data
-                .filter(|data| data.expires_at > now_ms())
-                .map(|data| Arc::new(KeyData { id: KeyId(key.into()), ..data })))
+            let Some(mut data) = json.and_then(|json| serde_json::from_str::<KeyData>(&json).ok()) else {
+                return Ok(None);
+            };
+            for change in changes.iter().filter_map(|change| serde_json::from_str::<KeyChange>(change).ok()) {
+                data.apply(&change);
+            }
+            Ok((data.expires_at > now_ms()).then(|| Arc::new(KeyData { id: KeyId(key.into()), ..data })))
+        })
+    }
+
+    fn change<'a>(&'a self, key: &'a str, changes: Vec<KeyChange>) -> KeyFuture<'a, Changed> {
+        Box::pin(async move {
+            let mut connection = self.connection.clone();
+            let append = redis::Script::new(APPEND_CHANGES);
+            let mut script = append.prepare_invoke();
+            script.key(self.key_name(key)).key(self.changes_name(key));
+            script.arg(MAX_KEY_CHANGES);
+            for change in &changes {
+                script.arg(serde_json::to_string(change).expect("a change serializes"));
+            }
+            let outcome: i64 = script.invoke_async(&mut connection).await.map_err(Self::unavailable)?;
+            Ok(match outcome {
+                1 => Changed::Applied,
+                0 => Changed::Gone,
+                _ => Changed::Full,
+            })
         })
     }
 
     fn renew<'a>(&'a self, key: &'a str, hold: Duration) -> KeyFuture<'a, bool> {
         Box::pin(async move {
             let mut connection = self.connection.clone();
-            // XX: only a key that still exists (a revoke wins).
-            let set: i64 = redis::cmd("PEXPIRE")
-                .arg(format!("{}{key}", self.prefix))
+            let held: i64 = redis::Script::new(RENEW)
+                .key(self.key_name(key))
+                .key(self.changes_name(key))
                 .arg(u64::try_from(hold.as_millis()).unwrap_or(u64::MAX).max(1))
-                .arg("XX")
-                .query_async(&mut connection)
+                .invoke_async(&mut connection)
                 .await
                 .map_err(Self::unavailable)?;
-            Ok(set == 1)
+            Ok(held == 1)
         })
     }
 
@@ -284,7 +461,8 @@ impl KeyStore for RedisKeys {
         Box::pin(async move {
             let mut connection = self.connection.clone();
             let _: i64 = redis::cmd("DEL")
-                .arg(format!("{}{key}", self.prefix))
+                .arg(self.key_name(&key))
+                .arg(self.changes_name(&key))
                 .query_async(&mut connection)
                 .await
                 .map_err(Self::unavailable)?;
@@ -335,6 +513,14 @@ impl Keys {
     /// What a live key stands for; `None` when unknown, revoked or expired.
     pub async fn get(&self, key: &str) -> Result<Option<Arc<KeyData>>, KeyStoreError> {
         self.store.get(key).await
+    }
+
+    /// Appends `changes` to a live key.
+    pub async fn change(&self, key: &str, changes: Vec<KeyChange>) -> Result<Changed, KeyStoreError> {
+        if changes.is_empty() {
+            return Ok(Changed::Applied);
+        }
+        self.store.change(key, changes).await
     }
 
     /// Keys alive in the store (metrics and tests).
@@ -439,8 +625,34 @@ mod tests {
             execution_path: vec!["alice".into(), "echo".into()],
             trace_id: "t".into(),
             grants: vec![],
+            received: vec![],
+            passed_on: vec![],
             expires_at,
         }
+    }
+
+    #[tokio::test]
+    async fn a_live_key_takes_changes_in_order_and_a_gone_one_none() {
+        let store = InProcessKeys::default();
+        let key = store.mint(data(expiry(Duration::from_secs(60))), LEASE).await.unwrap();
+        let pass = |url: &str, read, write| KeyChange::PassOn { receiver: "b".into(), url: url.into(), read, write };
+        let changes = vec![
+            KeyChange::Grant { url: "files/B/a".into(), read: true, write: false },
+            pass("files/B/x", true, false),
+            pass("files/B/x", false, true),
+            pass("files/B/y", true, false),
+            KeyChange::Withdraw { receiver: "b".into(), url: "files/B/y".into(), read: true, write: true },
+            KeyChange::Withdraw { receiver: "b".into(), url: "files/B/x".into(), read: false, write: true },
+        ];
+        assert_eq!(store.change(&key, changes).await.unwrap(), Changed::Applied);
+        let found = store.get(&key).await.unwrap().unwrap();
+        assert_eq!(found.grants, [KeyGrant { url: "files/B/a".into(), read: true, write: false }]);
+        assert_eq!(found.passed_to("b"), [KeyGrant { url: "files/B/x".into(), read: true, write: false }]);
+        assert!(found.passed_to("c").is_empty());
+        let many = vec![KeyChange::Grant { url: "files/B/z".into(), read: true, write: false }; MAX_KEY_CHANGES];
+        assert_eq!(store.change(&key, many).await.unwrap(), Changed::Full, "bounded");
+        store.revoke(key.clone()).await.unwrap();
+        assert_eq!(store.change(&key, vec![pass("files/B/q", true, false)]).await.unwrap(), Changed::Gone);
     }
 
     #[test]

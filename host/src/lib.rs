@@ -20,6 +20,7 @@ pub mod handlers;
 pub mod http;
 pub mod keys;
 pub mod listener;
+pub mod listing_cache;
 pub mod locks;
 pub mod metrics;
 pub mod proxy;

@@ -268,7 +268,8 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
             // The local filesystem keeps empty directories after deletes.
             config.storage_url().starts_with("file://"),
         )
-        .with_path_limits(PathLimits::for_url(&config.storage_url())),
+        .with_path_limits(PathLimits::for_url(&config.storage_url()))
+        .with_listing_cache(config.listings.cache_entries),
     );
     let folders = Arc::new(
         FolderEngine::new(store.clone(), locks, events.clone(), config.folders.clone(), config.handlers.types.clone())
@@ -284,10 +285,11 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
         PublicRules::new(documents.clone()),
     );
     // Configuration applications are the operator's: they may declare
-    // dependencies on the v1 groups and every loaded type.
+    // dependencies on the v1 groups and every loaded type, and be given the
+    // user's token.
     let mut declarable: Vec<String> = V1_GROUPS.iter().map(|g| g.to_string()).collect();
     declarable.extend(handlers.all().iter().map(|h| h.description().group.clone()));
-    let policy = DeclarationPolicy { declarable, may_declare: true };
+    let policy = DeclarationPolicy { declarable, may_declare: true, may_forward_auth_token: true };
     let apps =
         ConfigApps::load(&config.applications, &policy).map_err(|why| anyhow::anyhow!("invalid application {why}"))?;
     let audit = Audit::open(config.audit.file.as_ref())

@@ -462,6 +462,8 @@ fn key_data(expires_in: Duration) -> dial_host::keys::KeyData {
         execution_path: vec!["alice".into(), "echo".into()],
         trace_id: "trace".into(),
         grants: vec![KeyGrant { url: "files/B/doc.txt".into(), read: true, write: false }],
+        received: vec![],
+        passed_on: vec![],
         expires_at: dial_host::keys::expiry(expires_in),
     }
 }
@@ -503,6 +505,52 @@ fn key_data_like(seen: &dial_host::keys::KeyData) -> dial_host::keys::KeyData {
     dial_host::keys::KeyData { id: seen.id.clone(), expires_at: seen.expires_at, ..key_data(Duration::ZERO) }
 }
 
+/// A live key's changes (an answer's attachments granted, access passed on
+/// and taken back) made through one instance are seen by every other, in
+/// order; they are held and dropped with the key, and bounded.
+async fn redis_key_changes_are_shared_and_live_and_die_with_the_key(shape: &str) {
+    use dial_host::keys::{Changed, KeyChange, KeyGrant, MAX_KEY_CHANGES};
+    let server = redis_server_or_skip!(shape);
+    let first = dial_host::keys::from_config(Some(&server.connection().await), PREFIX);
+    let second = dial_host::keys::from_config(Some(&server.connection().await), PREFIX);
+    let key = first.mint(key_data(Duration::from_secs(60)), Duration::from_millis(400)).await.unwrap();
+    let pass = |url: &str| KeyChange::PassOn { receiver: "b".into(), url: url.into(), read: true, write: false };
+    let changes =
+        vec![KeyChange::Grant { url: "files/B/answer.txt".into(), read: true, write: false }, pass("files/B/x")];
+    assert_eq!(first.change(&key, changes).await.unwrap(), Changed::Applied);
+    let withdraw = KeyChange::Withdraw { receiver: "b".into(), url: "files/B/x".into(), read: true, write: true };
+    assert_eq!(second.change(&key, vec![pass("files/B/y"), withdraw]).await.unwrap(), Changed::Applied);
+    let seen = second.get(&key).await.unwrap().expect("alive");
+    assert!(seen.grants.contains(&KeyGrant { url: "files/B/answer.txt".into(), read: true, write: false }));
+    assert_eq!(seen.passed_to("b"), [KeyGrant { url: "files/B/y".into(), read: true, write: false }], "in order");
+
+    // The changes are held as long as the key: a renewal extends both.
+    let mut redis = server.connection().await;
+    let pttl = |name: String| {
+        let mut redis = redis.clone();
+        async move { redis::cmd("PTTL").arg(name).query_async::<i64>(&mut redis).await.unwrap() }
+    };
+    // Hash-tagged on the key: on a cluster both live in its slot, so the scripts may touch both.
+    let changes_key = format!("{PREFIX}prk-changes:{{{key}}}");
+    assert!((1..=400).contains(&pttl(changes_key.clone()).await), "held for the key's lease");
+    assert!(second.renew(&key, Duration::from_secs(50)).await.unwrap());
+    assert!(pttl(changes_key.clone()).await > 40_000, "renewed with the key");
+    assert!(pttl(format!("{PREFIX}prk:{{{key}}}")).await > 40_000);
+    let many = vec![pass("files/B/z"); MAX_KEY_CHANGES];
+    assert_eq!(first.change(&key, many).await.unwrap(), Changed::Full);
+
+    // Revoked: the changes go with it, and a gone key takes none.
+    second.revoke(key.clone()).await.unwrap();
+    assert_eq!(first.change(&key, vec![pass("files/B/q")]).await.unwrap(), Changed::Gone);
+    let left: i64 = redis::cmd("EXISTS")
+        .arg(format!("{PREFIX}prk:{{{key}}}"))
+        .arg(changes_key)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "nothing of the key is left");
+}
+
 /// On a cluster, per-request keys live on every primary: counting them walks
 /// all of them.
 async fn keys_spread_over_the_cluster_are_all_counted(shape: &str) {
@@ -515,7 +563,7 @@ async fn keys_spread_over_the_cluster_are_all_counted(shape: &str) {
     assert_eq!(store.alive().await.unwrap(), 30);
     if let RedisServer::Cluster(cluster) = &server {
         let slots: std::collections::BTreeSet<bool> =
-            minted.iter().map(|key| cluster.slot_of(&format!("{PREFIX}prk:{key}")) <= 5460).collect();
+            minted.iter().map(|key| cluster.slot_of(&format!("{PREFIX}prk:{{{key}}}")) <= 5460).collect();
         assert_eq!(slots.len(), 2, "keys are not pinned to one primary");
     }
     for key in minted {
@@ -575,6 +623,10 @@ macro_rules! on_shape {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn keys_are_shared_by_instances_and_end_on_revoke_or_ttl() {
                 super::redis_keys_are_shared_by_instances_and_end_on_revoke_or_ttl($shape).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn key_changes_are_shared_and_live_and_die_with_the_key() {
+                super::redis_key_changes_are_shared_and_live_and_die_with_the_key($shape).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn keys_spread_over_the_cluster_are_all_counted() {

@@ -7,6 +7,7 @@ mod cluster;
 mod connections;
 mod dependencies;
 mod deployments;
+mod dial_sdk;
 mod example_apps;
 mod example_handler;
 mod feed;

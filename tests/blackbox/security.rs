@@ -584,15 +584,13 @@ async fn headers_cross_only_as_the_host_asserts_them() {
     let chunks = vec![bytes::Bytes::from(body)];
     let reply = f.client().send_raw("POST", "/openai/deployments/reader/chat/completions", &headers, chunks).await;
     let seen = &report(&reply)["headers"];
-    for withheld in [
-        "x-hop-secret",
-        "x-dial-application-properties",
-        "x-dial-application-id",
-        "x-dial-deployment-features",
-        "tracestate",
-    ] {
+    for withheld in ["x-hop-secret", "x-dial-application-properties", "x-dial-application-id", "tracestate"] {
         assert!(seen.get(withheld).is_none(), "{withheld} reached the application: {seen}");
     }
+    // The features header is the host's own, whatever the client sent.
+    let features: serde_json::Value =
+        serde_json::from_str(seen["x-dial-deployment-features"].as_str().expect("the host's features")).unwrap();
+    assert_eq!((features.get("injected"), &features["chat_completion"]), (None, &json!(true)), "{features}");
     assert_eq!(seen["x-conversation-id"], "passes");
     let traceparent = seen["traceparent"].as_str().expect("the host's own traceparent");
     assert!(

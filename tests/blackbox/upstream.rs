@@ -1,10 +1,14 @@
 //! The Python side of the deployment tests: a mock upstream LLM application
 //! (`tests/upstream/mock_app.py`), a real MCP server (`tests/upstream/mcp_server.py`) and client
 //! scripts on the official openai, anthropic and mcp SDKs (`tests/clients/`), all run by
-//! `<workspace>/.venv-clients/bin/python`, which `scripts/test` installs.
+//! `<workspace>/.venv-clients/bin/python`; and EPAM's own DIAL libraries — applications built with
+//! aidial-sdk (`tests/upstream/dial_sdk_app.py`) and aidial-client calls (`tests/clients/dial_client.py`)
+//! — run by `<workspace>/.venv-dial-sdk/bin/python` (aidial-client needs `openai<3`). `scripts/test`
+//! installs both venvs.
 //!
-//! Without that venv the constructors and [`clients_python`] return `None` after a note, so the test
-//! skips; under `CI=true` they panic instead, because CI must never go green by skipping.
+//! Without a venv the constructors, [`clients_python`] and [`dial_sdk_python`] return `None` after a
+//! note, so the test skips; under `CI=true` they panic instead, because CI must never go green by
+//! skipping.
 
 #![allow(dead_code)] // each deployment test uses its own part
 
@@ -21,31 +25,32 @@ pub(crate) const WORKSPACE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 /// How long a server may take to print `ready` (the MCP server imports the whole SDK).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
+const INSTALL: &str = "run scripts/test, which creates .venv-clients, or: python3 -m venv .venv-clients && \
+                       .venv-clients/bin/pip install -r tests/requirements-clients.txt";
+
+const INSTALL_DIAL_SDK: &str = "run scripts/test, which creates .venv-dial-sdk, or: python3 -m venv .venv-dial-sdk && \
+                                .venv-dial-sdk/bin/pip install -r tests/requirements-dial-sdk.txt";
+
 /// `<workspace>/.venv-clients/bin/python`; `None` with a note when it is missing, a panic under `CI=true`.
 pub fn clients_python() -> Option<PathBuf> {
-    venv_python("the Python client SDKs", ".venv-clients", "tests/requirements-clients.txt")
+    venv_python(".venv-clients", "the Python client SDKs", INSTALL)
 }
 
-/// `<workspace>/.venv-aidial/bin/python`, with EPAM's `aidial-client` (a venv of its own: it requires
-/// `openai<3`); as [`clients_python`] when it is missing.
-pub fn aidial_python() -> Option<PathBuf> {
-    venv_python("EPAM's aidial-client", ".venv-aidial", "tests/requirements-aidial.txt")
+/// `<workspace>/.venv-dial-sdk/bin/python` (aidial-sdk, aidial-client); `None` with a note when it is
+/// missing, a panic under `CI=true`.
+pub fn dial_sdk_python() -> Option<PathBuf> {
+    venv_python(".venv-dial-sdk", "EPAM's DIAL libraries (aidial-sdk, aidial-client)", INSTALL_DIAL_SDK)
 }
 
-/// `<workspace>/<venv>/bin/python`; `None` with a note when it is missing, a panic under `CI=true`:
-/// CI must never go green by skipping.
-fn venv_python(what: &str, venv: &str, requirements: &str) -> Option<PathBuf> {
+fn venv_python(venv: &str, what: &str, install: &str) -> Option<PathBuf> {
     let python = Path::new(WORKSPACE).join(venv).join("bin/python");
     if python.is_file() {
         return Some(python);
     }
-    let install = format!(
-        "run scripts/test, which creates {venv}, or: python3 -m venv {venv} && {venv}/bin/pip install -r {requirements}"
-    );
     if std::env::var("CI").is_ok_and(|ci| ci == "true") {
-        panic!("{what} is not installed, and CI=true forbids skipping its tests: {install}");
+        panic!("{what} are not installed, and CI=true forbids skipping their tests: {install}");
     }
-    eprintln!("note: {what} is not installed; skipping this test. To run it: {install}");
+    eprintln!("note: {what} are not installed; skipping this test. To run it: {install}");
     None
 }
 
@@ -153,11 +158,27 @@ impl McpServer {
 /// when it failed (exit 1). Blocks the thread; see [`run_client_async`] to overlap with other work.
 pub fn run_client(script: &str, args: &[&str]) -> serde_json::Value {
     let interpreter = clients_python().expect("run_client needs .venv-clients: check clients_python() first");
-    run_client_with(&interpreter, script, args)
+    run_script(&interpreter, script, args)
 }
 
-/// [`run_client`] with another venv's Python (see [`aidial_python`]).
+/// `tests/clients/dial_client.py` (aidial-client) with `args`, as [`run_client`] runs the others, on
+/// a blocking thread.
+pub async fn run_dial_client(args: &[&str]) -> serde_json::Value {
+    let interpreter = dial_sdk_python().expect("run_dial_client needs .venv-dial-sdk: check dial_sdk_python() first");
+    let args: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        run_script(&interpreter, "dial_client.py", &args.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .expect("the client thread panicked")
+}
+
+/// [`run_client`] with another venv's Python (see [`dial_sdk_python`]).
 pub fn run_client_with(interpreter: &Path, script: &str, args: &[&str]) -> serde_json::Value {
+    run_script(interpreter, script, args)
+}
+
+fn run_script(interpreter: &Path, script: &str, args: &[&str]) -> serde_json::Value {
     let output = python(interpreter, &format!("tests/clients/{script}"))
         .args(args)
         .output()
@@ -184,6 +205,42 @@ pub async fn run_client_async(script: &str, args: &[&str]) -> serde_json::Value 
     tokio::task::spawn_blocking(move || run_client(&script, &args.iter().map(String::as_str).collect::<Vec<_>>()))
         .await
         .expect("the client thread panicked")
+}
+
+/// The applications of `tests/upstream/dial_sdk_app.py`, built with aidial-sdk: `echo-sdk`, `maker`
+/// and `chainer`, each at `/openai/deployments/<name>/…`.
+pub struct DialSdkApp {
+    server: PythonServer,
+    http: reqwest::Client,
+}
+
+impl DialSdkApp {
+    pub fn start() -> Option<Self> {
+        let interpreter = dial_sdk_python()?;
+        let server = PythonServer::start("dial-sdk-app", |port| {
+            let mut command = python(&interpreter, "tests/upstream/dial_sdk_app.py");
+            command.args(["--port", &port.to_string()]);
+            command
+        });
+        Some(Self { server, http: reqwest::Client::new() })
+    }
+
+    /// `http://127.0.0.1:<port>`: the `base_url` of the applications' interfaces.
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    /// The host the applications call back (and aidial-sdk asks for properties).
+    pub async fn set_dial_url(&self, host_url: &str) {
+        let reply = self.http.post(format!("{}/dial-url", self.url())).body(host_url.to_string()).send().await;
+        assert_eq!(reply.expect("POST /dial-url on the SDK app").status(), 204, "setting the SDK app's DIAL URL");
+    }
+
+    /// The rates `echo-sdk`'s rate endpoint received: `[{"response_id", "rate", "api_key_length"}]`.
+    pub async fn rates(&self) -> serde_json::Value {
+        let reply = self.http.get(format!("{}/rates", self.url())).send().await.expect("GET /rates on the SDK app");
+        reply.json().await.expect("/rates answers JSON")
+    }
 }
 
 /// A Python server on a free loopback port, its stderr relayed to the test output; killed on drop.

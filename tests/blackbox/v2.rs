@@ -793,7 +793,7 @@ async fn a_skills_files_are_listed_and_paged_as_dial_core_lists_them() {
 /// its models, which require `resourceType` on every node).
 #[tokio::test]
 async fn epams_dial_client_lists_and_reads_skills() {
-    let Some(python) = crate::upstream::aidial_python() else { return };
+    let Some(python) = crate::upstream::dial_sdk_python() else { return };
     let f = Fixture::start("").await;
     let skill = skill_md("pdf-tools", "Work with PDFs.");
     let files: &[(&str, &[u8])] =

@@ -1,4 +1,4 @@
-"""Lists and reads skills with EPAM's own DIAL client, `aidial-client` (run by .venv-aidial); prints one JSON line.
+"""Lists and reads skills with EPAM's own DIAL client, `aidial-client` (run by .venv-dial-sdk); prints one JSON line.
 
     python tests/clients/aidial_skills.py --base-url URL --api-key KEY --folder NAME --skill NAME --dir DIR
 

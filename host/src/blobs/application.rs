@@ -29,6 +29,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Number;
 use serde_json::value::RawValue;
 
+use crate::apps::fields;
 use crate::dependencies::{self, DeclarationPolicy};
 
 use super::BlobError;
@@ -53,6 +54,8 @@ const KNOWN_FIELDS: &[&str] = &[
     "resource_dependencies",
     "created_at",
     "updated_at",
+    "base_url",
+    "responses_defaults",
     // features
     "rate_endpoint",
     "tokenize_endpoint",
@@ -70,6 +73,14 @@ const KNOWN_FIELDS: &[&str] = &[
     "addons_supported",
     "consent_required",
     "skills_supported",
+    "cache_supported",
+    "auto_caching_supported",
+    "parallel_tool_calls_supported",
+    "assistant_attachments_in_request_supported",
+    "max_tokens_supported",
+    "max_completion_tokens_supported",
+    "custom_temperature_supported",
+    "reasoning_efforts",
     // function
     "author_bucket",
     "source_folder",
@@ -79,6 +90,9 @@ const KNOWN_FIELDS: &[&str] = &[
     // interfaces
     "anthropic_messages",
     "chat_completions",
+    "openai_chat_completions",
+    "openai_responses",
+    "openai_embeddings",
     // mcp
     "forward_per_request_key",
     // resource_dependencies entries
@@ -87,11 +101,20 @@ const KNOWN_FIELDS: &[&str] = &[
 
 /// Fields whose values are free-form maps: their keys are data, not field
 /// names, and are never converted.
-const FREE_FORM_FIELDS: &[&str] = &["defaults", "env", "application_properties", "headers"];
+const FREE_FORM_FIELDS: &[&str] = &["defaults", "responses_defaults", "env", "application_properties", "headers"];
 
 /// Optional string fields of an application.
-const STRING_FIELDS: &[&str] =
-    &["display_name", "display_version", "icon_url", "description", "reference", "application_type_schema_id"];
+const STRING_FIELDS: &[&str] = &[
+    "name",
+    "display_name",
+    "display_version",
+    "icon_url",
+    "description",
+    "reference",
+    "author",
+    "application_type_schema_id",
+    "base_url",
+];
 
 /// Optional string-array fields of an application.
 const STRING_ARRAY_FIELDS: &[&str] = &["user_roles", "input_attachment_types", "description_keywords"];
@@ -116,7 +139,7 @@ pub fn normalize_application(definition: &RawValue, policy: &DeclarationPolicy) 
     let mut stored = Vec::with_capacity(definition.get().len());
     write_value(definition, true, &mut stored)
         .map_err(|error| BlobError::BadRequest(format!("Failed to parse json: {error}")))?;
-    validate_application(definition)?;
+    validate_application(definition, policy)?;
     let converted: &RawValue = serde_json::from_slice(&stored).expect("what was just written parses");
     let section = members(converted, false)
         .expect("what was just written parses")
@@ -384,6 +407,11 @@ impl<'a> Field<'a> {
         (kind(self.0) == Kind::Number).then(|| serde_json::from_str(self.0.get()).ok()).flatten()
     }
 
+    /// An integer, negative or not (not `1.0`, not `1e2`).
+    fn is_integer(self) -> bool {
+        kind(self.0) == Kind::Number && serde_json::from_str::<i64>(self.0.get()).is_ok()
+    }
+
     fn as_object(self) -> Option<Object<'a>> {
         self.is_object().then(|| members(self.0, true).ok().map(Object)).flatten()
     }
@@ -432,13 +460,18 @@ impl<'a> Object<'a> {
 
 /// The shape every stored application must have (after key conversion):
 /// a JSON object with a chat-completion `endpoint`, an `interfaces` object,
-/// or an `mcp` object; optional fields, when present, of the right type.
-pub fn validate_application(definition: &RawValue) -> Result<(), InvalidApplication> {
+/// or an `mcp` object; optional fields, when present, of the right type; no
+/// field the host neither acts on nor lists ([`crate::apps::fields`]),
+/// each refused by name; and `forward_auth_token: true` only where
+/// `policy` allows it (the configuration's applications: a stored one never
+/// gets the user's token, as DIAL Core forces it false for custom apps).
+pub fn validate_application(definition: &RawValue, policy: &DeclarationPolicy) -> Result<(), InvalidApplication> {
     let Some(app) = Field(definition).as_object() else {
         return Err(InvalidApplication(vec!["the definition must be a JSON object".into()]));
     };
     let mut issues = Vec::new();
     let present = |name: &str| app.get(name).is_some_and(|v| !v.is_null());
+    unsupported("", &app, fields::APPLICATION, &mut issues);
 
     if !present("endpoint") && !present("interfaces") && !present("mcp") {
         issues.push("application endpoint, interfaces or mcp must be provided".into());
@@ -463,12 +496,25 @@ pub fn validate_application(definition: &RawValue) -> Result<(), InvalidApplicat
     {
         issues.push("max_input_attachments must be a non-negative integer".into());
     }
-    if let Some(value) = app.get("forward_auth_token").filter(|v| !v.is_null())
-        && !value.is_boolean()
-    {
-        issues.push("forward_auth_token must be a boolean".into());
+    if let Some(value) = app.get("forward_auth_token").filter(|v| !v.is_null()) {
+        if !value.is_boolean() {
+            issues.push("forward_auth_token must be a boolean".into());
+        } else if value.0.get() == "true" && !policy.may_forward_auth_token {
+            issues.push(
+                "forward_auth_token: true is honoured for configuration applications only: \
+                 a stored application never gets the user's token"
+                    .into(),
+            );
+        }
     }
-    for name in ["defaults", "application_properties"] {
+    for name in ["created_at", "updated_at"] {
+        if let Some(value) = app.get(name).filter(|v| !v.is_null())
+            && !value.is_integer()
+        {
+            issues.push(format!("{name} must be an integer (epoch milliseconds)"));
+        }
+    }
+    for name in ["defaults", "responses_defaults", "application_properties"] {
         if let Some(value) = app.get(name).filter(|v| !v.is_null())
             && !value.is_object()
         {
@@ -479,7 +525,7 @@ pub fn validate_application(definition: &RawValue) -> Result<(), InvalidApplicat
         check_features(features, &mut issues);
     }
     if let Some(interfaces) = app.get("interfaces").filter(|v| !v.is_null()) {
-        check_interfaces(interfaces, &mut issues);
+        check_interfaces(interfaces, present("base_url"), &mut issues);
     }
     if let Some(mcp) = app.get("mcp").filter(|v| !v.is_null()) {
         check_mcp(mcp, &mut issues);
@@ -505,23 +551,27 @@ fn check_features(features: Field, issues: &mut Vec<String>) {
         issues.push("features must be an object".into());
         return;
     };
+    let known = [fields::FEATURE_ENDPOINTS, fields::FEATURE_FLAGS, fields::FEATURE_LISTS].concat();
+    unsupported("features.", &features, &known, issues);
     for (name, value) in features.iter() {
         if value.is_null() {
             continue;
         }
-        if name.ends_with("_endpoint") {
-            if !value.is_string() {
-                issues.push(format!("features.{name} must be a string"));
-            }
-        } else if (name.ends_with("_supported") || name.ends_with("_required") || name == "allow_resume")
-            && !value.is_boolean()
-        {
+        if fields::FEATURE_ENDPOINTS.contains(&name) {
+            check_endpoint(&format!("features.{name}"), value, issues);
+        } else if fields::FEATURE_FLAGS.contains(&name) && !value.is_boolean() {
             issues.push(format!("features.{name} must be a boolean"));
+        } else if fields::FEATURE_LISTS.contains(&name) && !value.is_array_of_strings() {
+            issues.push(format!("features.{name} must be an array of strings"));
         }
     }
 }
 
-fn check_interfaces(interfaces: Field, issues: &mut Vec<String>) {
+/// `interfaces`: DIAL's keys (`chat_completions`, `embeddings`,
+/// `responses`, `anthropic_messages`) or DIAL Core's (`openai_…`), each an
+/// object with a complete `endpoint` or a `base_url` the request path is
+/// appended to (or neither, when the definition has a `base_url`).
+fn check_interfaces(interfaces: Field, has_base_url: bool, issues: &mut Vec<String>) {
     let Some(interfaces) = interfaces.as_object() else {
         issues.push("interfaces must be an object".into());
         return;
@@ -529,11 +579,40 @@ fn check_interfaces(interfaces: Field, issues: &mut Vec<String>) {
     if interfaces.is_empty() {
         issues.push("interfaces must name at least one interface".into());
     }
-    for (name, interface) in interfaces.iter() {
-        match interface.as_object().and_then(|i| i.get("endpoint")) {
-            Some(endpoint) => check_endpoint(&format!("interfaces.{name}.endpoint"), endpoint, issues),
-            None => issues.push(format!("interfaces.{name} must be an object with an endpoint")),
+    unsupported("interfaces.", &interfaces, fields::INTERFACES, issues);
+    for (plain, core) in [
+        ("chat_completions", "openai_chat_completions"),
+        ("embeddings", "openai_embeddings"),
+        ("responses", "openai_responses"),
+    ] {
+        if interfaces.get(plain).is_some() && interfaces.get(core).is_some() {
+            issues.push(format!("interfaces.{plain} and interfaces.{core} name the same interface: keep one"));
         }
+    }
+    for (name, interface) in interfaces.iter().filter(|(name, _)| fields::INTERFACES.contains(name)) {
+        let Some(entry) = interface.as_object() else {
+            issues.push(format!("interfaces.{name} must be an object with an endpoint or a base_url"));
+            continue;
+        };
+        unsupported(&format!("interfaces.{name}."), &entry, fields::INTERFACE, issues);
+        let (endpoint, base_url) = (entry.get("endpoint"), entry.get("base_url"));
+        match (endpoint.filter(|v| !v.is_null()), base_url.filter(|v| !v.is_null())) {
+            (Some(_), Some(_)) => {
+                issues.push(format!("interfaces.{name} takes an endpoint or a base_url, not both"));
+            }
+            (Some(endpoint), None) => check_endpoint(&format!("interfaces.{name}.endpoint"), endpoint, issues),
+            (None, Some(base_url)) => check_endpoint(&format!("interfaces.{name}.base_url"), base_url, issues),
+            (None, None) if has_base_url => {}
+            (None, None) => issues.push(format!("interfaces.{name} must be an object with an endpoint or a base_url")),
+        }
+    }
+}
+
+/// Refuses, by name, every member of `object` not in `known`: a field the
+/// host would store and then ignore.
+fn unsupported(prefix: &str, object: &Object, known: &[&str], issues: &mut Vec<String>) {
+    for (name, _) in object.iter().filter(|(name, _)| !known.contains(name)) {
+        issues.push(format!("{prefix}{name} is not supported by this host"));
     }
 }
 
@@ -542,6 +621,7 @@ fn check_mcp(mcp: Field, issues: &mut Vec<String>) {
         issues.push("mcp must be an object".into());
         return;
     };
+    unsupported("mcp.", &mcp, fields::MCP, issues);
     match mcp.get("endpoint") {
         Some(endpoint) => check_endpoint("mcp.endpoint", endpoint, issues),
         None => issues.push("mcp.endpoint must be provided".into()),
@@ -566,7 +646,11 @@ mod tests {
 
     /// An admin's policy: dependencies on the v1 groups may be declared.
     fn declaring() -> DeclarationPolicy {
-        DeclarationPolicy { declarable: dependencies::V1_GROUPS.map(String::from).to_vec(), may_declare: true }
+        DeclarationPolicy {
+            declarable: dependencies::V1_GROUPS.map(String::from).to_vec(),
+            may_declare: true,
+            may_forward_auth_token: false,
+        }
     }
 
     /// The stored form of `input` (JSON text), or the rules it breaks.
@@ -647,9 +731,16 @@ mod tests {
             r#"{"mcp":{"endpoint":"m","forwardPerRequestKey":false,"headers":{"X-Camel":"kept","displayName":"kept"}}}"#,
         ];
         for definition in definitions {
-            let stored = normalize_text(definition).unwrap_or_else(|e| panic!("{definition}: {e}"));
+            // The stored form is written before the rules run (unknown
+            // fields, refused by them, are still converted as data here).
+            let raw: &RawValue = serde_json::from_str(definition).unwrap();
+            let mut stored = Vec::new();
+            write_value(raw, true, &mut stored).unwrap_or_else(|e| panic!("{definition}: {e}"));
             assert_eq!(String::from_utf8(stored).unwrap(), String::from_utf8(value_based(definition)).unwrap());
         }
+        // And a definition the rules accept is stored in that form.
+        let accepted = r#"{"endpoint":"http://a","displayName":"A","defaults":{"zMaxTokens":1,"a":[1.0]}}"#;
+        assert_eq!(normalize_text(accepted).unwrap(), value_based(accepted));
     }
 
     #[test]
@@ -678,7 +769,6 @@ mod tests {
             "resourceDependencies": [{"kind": "dial.resourceLink", "linkId": "l1", "target": {"path": "files/b/x"}, "access": ["READ"], "required": true}],
             "defaults": {"maxTokens": 5, "nested": {"displayName": "kept"}},
             "applicationProperties": {"someKey": 1},
-            "customField": {"innerCamel": 1},
         });
         let output = normalize(input).unwrap();
         assert_eq!(
@@ -697,7 +787,6 @@ mod tests {
                 "resource_dependencies": [{"kind": "dial.resourceLink", "link_id": "l1", "target": {"path": "files/b/x"}, "access": ["READ"], "required": true}],
                 "defaults": {"maxTokens": 5, "nested": {"displayName": "kept"}},
                 "application_properties": {"someKey": 1},
-                "customField": {"innerCamel": 1},
             })
         );
     }
@@ -708,6 +797,80 @@ mod tests {
         assert_eq!(normalize(input).unwrap(), json!({"endpoint": "http://a", "display_name": "snake"}));
         let snake = json!({"endpoint": "http://a", "display_name": "x", "features": {"tools_supported": true}});
         assert_eq!(normalize(snake.clone()).unwrap(), snake);
+    }
+
+    /// Every field the host would store and then ignore is refused, named,
+    /// at every level; the ones it acts on or lists are accepted.
+    #[test]
+    fn fields_the_host_would_ignore_are_refused_by_name() {
+        let issues = |value: Value| normalize(value).unwrap_err().0;
+        assert_eq!(
+            issues(json!({"endpoint": "http://a", "function": {"runtime": "python3.11"}, "interceptors": ["i"],
+                          "maxRetryAttempts": 3, "customField": 1})),
+            [
+                "customField is not supported by this host",
+                "function is not supported by this host",
+                "interceptors is not supported by this host",
+                "max_retry_attempts is not supported by this host",
+            ]
+        );
+        assert_eq!(
+            issues(json!({"endpoint": "http://a", "features": {"skillsSupported": true, "rateEndpoint": 1},
+                          "mcp": {"endpoint": "http://m", "headers": {}},
+                          "interfaces": {"embeddings": {"baseUrl": "http://e", "mode": "translator"}, "images": {}}})),
+            [
+                "features.skills_supported is not supported by this host",
+                "features.rate_endpoint must be a string, not a number",
+                "interfaces.images is not supported by this host",
+                "interfaces.embeddings.mode is not supported by this host",
+                "mcp.headers is not supported by this host",
+            ]
+        );
+        let everything = r#"{
+            "name": "n", "endpoint": "http://a", "baseUrl": "http://b", "displayName": "d", "displayVersion": "1",
+            "description": "x", "iconUrl": "http://i", "reference": "r", "author": "me", "descriptionKeywords": ["k"],
+            "inputAttachmentTypes": ["image/png"], "maxInputAttachments": 2, "createdAt": 1, "updatedAt": 2,
+            "userRoles": ["u"], "forwardAuthToken": false, "defaults": {"temperature": 0.1},
+            "responsesDefaults": {"store": false}, "applicationTypeSchemaId": "s", "applicationProperties": {"p": 1},
+            "interfaces": {"chatCompletions": {}, "openaiResponses": {"endpoint": "http://r"},
+                           "embeddings": {"baseUrl": "http://e"}, "anthropicMessages": {"endpoint": "http://m"}},
+            "mcp": {"endpoint": "http://mcp", "transport": "http", "forwardPerRequestKey": true},
+            "features": {"rateEndpoint": "http://rate", "tokenizeEndpoint": "http://t", "truncatePromptEndpoint": "http://tp",
+                         "configurationEndpoint": "http://c", "consentRequired": false, "accessibleByPerRequestKey": true,
+                         "systemPromptSupported": true, "toolsSupported": true, "seedSupported": true,
+                         "urlAttachmentsSupported": true, "folderAttachmentsSupported": true, "allowResume": true,
+                         "contentPartsSupported": true, "temperatureSupported": true, "cacheSupported": true,
+                         "autoCachingSupported": true, "parallelToolCallsSupported": true,
+                         "assistantAttachmentsInRequestSupported": true, "maxTokensSupported": true,
+                         "maxCompletionTokensSupported": true, "customTemperatureSupported": true,
+                         "reasoningEfforts": ["low"]},
+            "resourceDependencies": []
+        }"#;
+        let stored = normalize_text(everything).unwrap_or_else(|e| panic!("{e}"));
+        // Every field the host reads is read from the stored form.
+        let app = crate::apps::Application::from_stored(&stored).unwrap();
+        assert_eq!(
+            (app.base_url.as_deref(), app.max_input_attachments, app.created_at),
+            (Some("http://b"), Some(2), Some(1))
+        );
+        assert!(app.interfaces.chat_completions.is_some() && app.interfaces.responses.is_some());
+        assert_eq!(app.features.reasoning_efforts.as_deref(), Some(&["low".to_string()][..]));
+        assert_eq!(app.application_properties.as_ref().map(|p| p.get()), Some(r#"{"p":1}"#));
+    }
+
+    /// A stored application never gets the user's token; the
+    /// configuration's may (its policy says so).
+    #[test]
+    fn only_the_configuration_may_forward_the_users_token() {
+        let definition = json!({"endpoint": "http://a", "forwardAuthToken": true}).to_string();
+        let raw: &RawValue = serde_json::from_str(&definition).unwrap();
+        let Err(BlobError::InvalidApplication(refused)) = normalize_application(raw, &declaring()) else {
+            panic!("a stored definition asked for the user's token and got it");
+        };
+        assert!(refused.0[0].starts_with("forward_auth_token: true is honoured for configuration applications only"));
+        let operator = DeclarationPolicy { may_forward_auth_token: true, ..declaring() };
+        assert!(normalize_application(raw, &operator).is_ok());
+        assert!(normalize(json!({"endpoint": "http://a", "forwardAuthToken": false})).is_ok());
     }
 
     #[test]
@@ -741,7 +904,7 @@ mod tests {
         assert_eq!(issues(json!({"mcp": {"transport": "http"}})), ["mcp.endpoint must be provided"]);
         assert_eq!(
             issues(json!({"interfaces": {"responses": "http://a"}})),
-            ["interfaces.responses must be an object with an endpoint"]
+            ["interfaces.responses must be an object with an endpoint or a base_url"]
         );
         assert_eq!(
             issues(json!({"endpoint": "http://a", "features": {"toolsSupported": "yes"}})),
@@ -750,6 +913,25 @@ mod tests {
         assert_eq!(
             issues(json!({"endpoint": "http://a", "resourceDependencies": {}})),
             ["resource_dependencies must be an array"]
+        );
+        assert_eq!(
+            issues(json!({"interfaces": {"responses": {"endpoint": "http://r", "base_url": "http://b"}}})),
+            ["interfaces.responses takes an endpoint or a base_url, not both"]
+        );
+        assert_eq!(
+            issues(json!({"interfaces": {"chat_completions": {}}})),
+            ["interfaces.chat_completions must be an object with an endpoint or a base_url"]
+        );
+        assert!(normalize(json!({"baseUrl": "http://b", "interfaces": {"chatCompletions": {}}})).is_ok());
+        assert_eq!(
+            issues(
+                json!({"interfaces": {"responses": {"endpoint": "http://r"}, "openaiResponses": {"baseUrl": "http://b"}}})
+            ),
+            ["interfaces.responses and interfaces.openai_responses name the same interface: keep one"]
+        );
+        assert_eq!(
+            issues(json!({"endpoint": "http://a", "createdAt": 1.5})),
+            ["created_at must be an integer (epoch milliseconds)"]
         );
         let message = InvalidApplication(vec!["a".into(), "b".into()]).to_string();
         assert_eq!(message, "Invalid application: a; b");

@@ -53,6 +53,7 @@ use crate::etag::Preconditions;
 use crate::events::{EventAction, EventBus, ResourceEvent};
 use crate::folders::engine::now_ms;
 use crate::folders::marker::{Md5Stream, hex};
+use crate::listing_cache::{DEFAULT_LISTING_CACHE_ENTRIES, EtagCache};
 use crate::locks::LockService;
 use crate::resource_url::ResourceUrl;
 use crate::storage::PathLimits;
@@ -170,6 +171,9 @@ pub struct BlobService {
     /// twice the body beside it (the stored form, an object's members), and
     /// bounding them keeps concurrent large PUTs from multiplying that.
     large_parses: Arc<Semaphore>,
+    /// Item metadata listings have read, by location and etag: a warm
+    /// listing reads no trailer that did not change.
+    listed: EtagCache<ItemMeta>,
 }
 
 impl BlobService {
@@ -190,7 +194,14 @@ impl BlobService {
             upload_buffer: UPLOAD_BUFFER_BYTES,
             large_parses: Arc::new(Semaphore::new(cpus)),
             path_limits: PathLimits::default(),
+            listed: EtagCache::new(DEFAULT_LISTING_CACHE_ENTRIES),
         }
+    }
+
+    /// Listings keep the metadata of at most `entries` items (0: none).
+    pub fn with_listing_cache(mut self, entries: usize) -> Self {
+        self.listed = EtagCache::new(entries);
+        self
     }
 
     /// What the store cannot hold (the local disk's name length), refused
@@ -622,8 +633,18 @@ impl BlobService {
     }
 
     /// A listed object's item, or `None` when it is gone or not an item.
-    async fn read_listed(&self, object: &ObjectMeta) -> Result<Option<Stored>, BlobError> {
+    /// A listed item's metadata: from the listing cache when this version
+    /// was read before, else read from its trailer (and kept).
+    async fn read_listed(&self, object: &ObjectMeta) -> Result<Option<ItemMeta>, BlobError> {
+        if let Some(meta) = self.listed.get(object) {
+            return Ok(Some(meta));
+        }
         let read = match self.read_stored_at(object).await {
+            Ok(Some(stored)) => {
+                // Pinned to the listed version by If-Match: keep it under that etag.
+                self.listed.insert(object, stored.meta.clone());
+                Ok(Some(stored))
+            }
             // Rewritten since it was listed: read the current version.
             Err(BlobError::Storage(object_store::Error::Precondition { .. })) => {
                 self.read_stored(&object.location).await
@@ -635,7 +656,7 @@ impl BlobService {
                 tracing::debug!(%path, %reason, "skipping an object that is not a v1 item");
                 Ok(None)
             }
-            other => other,
+            other => other.map(|stored| stored.map(|stored| stored.meta)),
         }
     }
 
@@ -731,7 +752,7 @@ impl BlobService {
             Entry::Item(object) => {
                 let name = decode_name(object.location.filename().unwrap_or_default());
                 let Ok(url) = folder.url.child(&name, false) else { return Ok(None) };
-                Ok(self.read_listed(&object).await?.map(|stored| Listed::Item { url, meta: stored.meta }))
+                Ok(self.read_listed(&object).await?.map(|meta| Listed::Item { url, meta }))
             }
             Entry::Folder(prefix) => {
                 let name = decode_name(prefix.filename().unwrap_or_default());
@@ -777,7 +798,7 @@ impl BlobService {
                     Some(url) => url,
                     None => return (key, Ok(None)),
                 };
-                let item = self.read_listed(&object).await.map(|s| s.map(|s| Listed::Item { url, meta: s.meta }));
+                let item = self.read_listed(&object).await.map(|meta| meta.map(|meta| Listed::Item { url, meta }));
                 (key, item)
             })
             .buffered(LISTING_READ_AHEAD);

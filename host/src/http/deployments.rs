@@ -1,46 +1,61 @@
 //! The mint sites (SPEC §8): calls to applications through the host, each
 //! handing the application a fresh per-request key.
 //!
-//! - `POST /openai/deployments/{id}/chat/completions` → `endpoint`
-//! - `POST /openai/deployments/{id}/responses` → `interfaces.responses.endpoint`
-//! - `POST /anthropic/deployments/{id}/v1/messages` → `interfaces.anthropic_messages.endpoint`
+//! - `POST /openai/deployments/{id}/chat/completions` and `…/completions` →
+//!   `interfaces.chat_completions`, else `endpoint`
+//! - `POST /openai/deployments/{id}/embeddings` → `interfaces.embeddings`,
+//!   else `endpoint`
+//! - `POST /openai/deployments/{id}/responses` → `interfaces.responses`
+//! - `POST /anthropic/deployments/{id}/v1/messages` → `interfaces.anthropic_messages`
 //! - `POST|GET|DELETE /v1/deployments/{id}/mcp` → `mcp.endpoint`
+//! - DIAL's feature endpoints: `POST /v1/{id}/rate`,
+//!   `POST /v1/deployments/{id}/tokenize`, `…/truncate_prompt`,
+//!   `GET /v1/deployments/{id}/configuration` → `features.<name>_endpoint`
+//!   (a key of the application's own reach: no attachments, no dependencies)
 //!
 //! `{id}` is a configuration name or `applications/{bucket}/{path}`. A call:
-//! resolve the deployment (404 unknown, 403 not callable: `user_roles`, or a
-//! stored definition the caller cannot read) → bound the chain (an
+//! resolve the deployment (404 unknown, 403 not callable: `user_roles`, a
+//! stored definition the caller cannot read, or a key calling an
+//! application not `accessible_by_per_request_key`) → bound the chain (an
 //! application calling on: at most `per_request_key.max_chain_depth` deep)
 //! → read the body (bounded) → for the LLM APIs, every attachment must be
 //! readable by the caller (403 before the application is contacted; at most
-//! `proxy.max_attachments`) → mint the key (its grants: the attachments; it
-//! carries the originating user, the trace id and the execution path,
-//! extended when an application calls on, and never outlives the key of the
-//! application calling on) → forward and relay ([`crate::proxy`]).
+//! `proxy.max_attachments`), then the definition's `defaults` are merged in
+//! → mint the key (its grants: the attachments, the dependencies, what the
+//! calling application passed on to this one; it carries the originating
+//! user, the trace id and the execution path, extended when an application
+//! calls on, and never outlives the key of the application calling on) →
+//! forward with the host's `X-DIAL-*` headers and relay ([`crate::proxy`]);
+//! an application calling on gets the attachments of the answer granted
+//! to its key as the answer passes.
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use serde_json::value::RawValue;
 use std::sync::Arc;
 
 use super::AppState;
 use super::catalog;
 use super::error::{ApiError, Dialect};
 use crate::access::{Permission, Resource};
-use crate::apps::{Api, Application, app_id};
+use crate::apps::{Api, Application, FeaturesData, app_id};
 use crate::auth::Caller;
 use crate::blobs::BlobTarget;
 use crate::blobs::service::Download;
 use crate::consent::AdminConsentStatus;
 use crate::dependencies;
 use crate::etag::{EtagMatch, Preconditions};
-use crate::keys::{self, KeyData, KeyGrant, KeyId};
+use crate::keys::{self, Changed, KeyChange, KeyData, KeyGrant, KeyId};
+use crate::proxy::answers::{AnswerLinks, Grant};
 use crate::proxy::{Origin, UpstreamCall};
 use crate::resource_url::{Intent, ResourceUrl};
 
-/// `POST /openai/deployments/{id}/chat/completions|responses`
+/// `POST /openai/deployments/{id}/chat/completions` (and `…/completions`,
+/// `…/embeddings`, `…/responses`).
 #[utoipa::path(post, path = "/openai/deployments/{deployment}/chat/completions", tag = "deployments", params(("deployment" = String, Path, description = "The application's deployment id")),
-    request_body(content = Object, description = "The OpenAI request, forwarded with a per-request key"),
+    request_body(content = Object, description = "The OpenAI request, forwarded with a per-request key (the definition's defaults merged in)"),
     responses((status = 200, description = "The application's answer, streamed as it comes (JSON or SSE); errors the host answers itself are OpenAI error objects", body = Object)))]
 pub async fn openai(
     State(state): State<AppState>,
@@ -51,14 +66,23 @@ pub async fn openai(
     body: Body,
 ) -> Response {
     let rest = super::raw_path(&uri, "/openai/deployments/");
-    let (id, api) = if let Some(id) = rest.strip_suffix("/chat/completions") {
-        (id.to_string(), Api::ChatCompletions)
-    } else if let Some(id) = rest.strip_suffix("/responses") {
-        (id.to_string(), Api::Responses)
-    } else {
+    let Some((id, api)) = openai_api(rest) else {
         return Dialect::OpenAi.render(no_route(&uri));
     };
+    let id = id.to_string();
     answer(&state, caller, &id, api, Incoming { uri, method, headers, body }).await
+}
+
+/// The deployment id and API of a path under `/openai/deployments/`.
+fn openai_api(rest: &str) -> Option<(&str, Api)> {
+    [
+        ("/chat/completions", Api::ChatCompletions),
+        ("/completions", Api::Completions),
+        ("/embeddings", Api::Embeddings),
+        ("/responses", Api::Responses),
+    ]
+    .into_iter()
+    .find_map(|(suffix, api)| Some((rest.strip_suffix(suffix)?, api)))
 }
 
 /// `POST /anthropic/deployments/{id}/v1/messages`
@@ -80,11 +104,8 @@ pub async fn anthropic(
     answer(&state, caller, &id, Api::AnthropicMessages, Incoming { uri, method, headers, body }).await
 }
 
-/// `POST|GET|DELETE /v1/deployments/{id}/mcp` (MCP streamable HTTP).
-#[utoipa::path(method(post, get, delete), path = "/v1/deployments/{deployment}/mcp", tag = "deployments", params(("deployment" = String, Path, description = "The application's deployment id")),
-    request_body(content = Object, description = "POST: a JSON-RPC message of MCP's streamable HTTP transport"),
-    responses((status = 200, description = "The MCP server's answer (JSON or an SSE stream); errors the host answers itself are JSON-RPC errors", body = Object)))]
-pub async fn mcp(
+/// Everything under `/v1/deployments/`: MCP, and DIAL's feature endpoints.
+pub async fn v1_deployment(
     State(state): State<AppState>,
     caller: Result<Caller, ApiError>,
     uri: Uri,
@@ -92,11 +113,79 @@ pub async fn mcp(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let rest = super::raw_path(&uri, "/v1/deployments/");
-    let Some(id) = rest.strip_suffix("/mcp").map(str::to_string) else {
-        return Dialect::JsonRpc { id: None }.render(no_route(&uri));
+    let rest = super::raw_path(&uri, "/v1/deployments/").to_string();
+    let incoming = Incoming { uri, method, headers, body };
+    if let Some(id) = rest.strip_suffix("/mcp") {
+        return mcp(&state, caller, id, incoming).await;
+    }
+    let features: [(&str, Api, Method); 3] = [
+        ("/tokenize", Api::Tokenize, Method::POST),
+        ("/truncate_prompt", Api::TruncatePrompt, Method::POST),
+        ("/configuration", Api::Configuration, Method::GET),
+    ];
+    for (suffix, api, allowed) in features {
+        let Some(id) = rest.strip_suffix(suffix) else { continue };
+        if incoming.method != allowed {
+            let refused = format!("{} takes {allowed}", incoming.uri.path());
+            return Dialect::OpenAi.render(ApiError::new(StatusCode::METHOD_NOT_ALLOWED, refused).permanent());
+        }
+        return match api {
+            Api::Tokenize => tokenize(&state, caller, id, incoming).await,
+            Api::TruncatePrompt => truncate_prompt(&state, caller, id, incoming).await,
+            _ => configuration(&state, caller, id, incoming).await,
+        };
+    }
+    Dialect::JsonRpc { id: None }.render(no_route(&incoming.uri))
+}
+
+/// `POST|GET|DELETE /v1/deployments/{id}/mcp` (MCP streamable HTTP).
+#[utoipa::path(method(post, get, delete), path = "/v1/deployments/{deployment}/mcp", tag = "deployments", params(("deployment" = String, Path, description = "The application's deployment id")),
+    request_body(content = Object, description = "POST: a JSON-RPC message of MCP's streamable HTTP transport"),
+    responses((status = 200, description = "The MCP server's answer (JSON or an SSE stream); errors the host answers itself are JSON-RPC errors", body = Object)))]
+async fn mcp(state: &AppState, caller: Result<Caller, ApiError>, id: &str, incoming: Incoming) -> Response {
+    answer(state, caller, id, Api::Mcp, incoming).await
+}
+
+/// `POST /v1/deployments/{id}/tokenize` → `features.tokenize_endpoint`.
+#[utoipa::path(post, path = "/v1/deployments/{deployment}/tokenize", tag = "deployments", params(("deployment" = String, Path, description = "The application's deployment id")),
+    request_body(content = Object, description = "DIAL's tokenize request, forwarded with a per-request key"),
+    responses((status = 200, description = "The application's answer; errors the host answers itself are OpenAI error objects", body = Object)))]
+async fn tokenize(state: &AppState, caller: Result<Caller, ApiError>, id: &str, incoming: Incoming) -> Response {
+    answer(state, caller, id, Api::Tokenize, incoming).await
+}
+
+/// `POST /v1/deployments/{id}/truncate_prompt` → `features.truncate_prompt_endpoint`.
+#[utoipa::path(post, path = "/v1/deployments/{deployment}/truncate_prompt", tag = "deployments", params(("deployment" = String, Path, description = "The application's deployment id")),
+    request_body(content = Object, description = "DIAL's truncate_prompt request, forwarded with a per-request key"),
+    responses((status = 200, description = "The application's answer; errors the host answers itself are OpenAI error objects", body = Object)))]
+async fn truncate_prompt(state: &AppState, caller: Result<Caller, ApiError>, id: &str, incoming: Incoming) -> Response {
+    answer(state, caller, id, Api::TruncatePrompt, incoming).await
+}
+
+/// `GET /v1/deployments/{id}/configuration` → `features.configuration_endpoint`.
+#[utoipa::path(get, path = "/v1/deployments/{deployment}/configuration", tag = "deployments", params(("deployment" = String, Path, description = "The application's deployment id")),
+    responses((status = 200, description = "The application's configuration schema; errors the host answers itself are OpenAI error objects", body = Object)))]
+async fn configuration(state: &AppState, caller: Result<Caller, ApiError>, id: &str, incoming: Incoming) -> Response {
+    answer(state, caller, id, Api::Configuration, incoming).await
+}
+
+/// `POST /v1/{id}/rate` → `features.rate_endpoint` (a stored application's
+/// `/v1/applications/{bucket}/{path}/rate` arrives here too).
+#[utoipa::path(post, path = "/v1/{deployment}/rate", tag = "deployments", params(("deployment" = String, Path, description = "The application's deployment id")),
+    request_body(content = Object, description = "DIAL's rate request (`{\"responseId\", \"rate\"}`), forwarded with a per-request key"),
+    responses((status = 200, description = "The application's answer; errors the host answers itself are OpenAI error objects", body = Object)))]
+pub async fn rate(
+    State(state): State<AppState>,
+    caller: Result<Caller, ApiError>,
+    uri: Uri,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let Some(id) = super::raw_path(&uri, "/v1/").strip_suffix("/rate").map(str::to_string) else {
+        return Dialect::OpenAi.render(no_route(&uri));
     };
-    answer(&state, caller, &id, Api::Mcp, Incoming { uri, method, headers, body }).await
+    answer(&state, caller, &id, Api::Rate, Incoming { uri, method, headers, body }).await
 }
 
 /// `GET /openai/deployments`: the applications the caller may call, as
@@ -120,20 +209,58 @@ pub async fn list_applications(State(state): State<AppState>, caller: Result<Cal
     responses((status = 200, description = "The application as a deployment", body = DeploymentInfo)))]
 pub async fn get_deployment(State(state): State<AppState>, caller: Result<Caller, ApiError>, uri: Uri) -> Response {
     let id = super::raw_path(&uri, "/openai/deployments/");
-    if id.ends_with("/chat/completions") || id.ends_with("/responses") {
+    if openai_api(id).is_some() {
         let refused = ApiError::new(StatusCode::METHOD_NOT_ALLOWED, format!("{} takes POST", uri.path()));
-        return Dialect::OpenAi.render(refused);
+        return Dialect::OpenAi.render(refused.permanent());
     }
     describe(&state, caller, id, Listed::Deployment).await
 }
 
-/// `GET /openai/applications/{id}`: one application the caller may call.
+/// `GET /openai/applications/{id}`: one application the caller may call,
+/// with its `application_properties` (aidial-sdk's
+/// `request_dial_application_properties()` reads them here).
 #[utoipa::path(get, path = "/openai/applications/{application}", tag = "deployments",
     params(("application" = String, Path, description = "The application's deployment id")),
     responses((status = 200, description = "The application", body = DeploymentInfo)))]
 pub async fn get_application(State(state): State<AppState>, caller: Result<Caller, ApiError>, uri: Uri) -> Response {
     let id = super::raw_path(&uri, "/openai/applications/").to_string();
     describe(&state, caller, &id, Listed::Application).await
+}
+
+/// One name of `GET /v1/deployment-names`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct DeploymentName {
+    id: String,
+    /// `application`: every deployment the host serves is one.
+    object: &'static str,
+}
+
+/// `?type=model,application,toolset`: the kinds listed (all when absent).
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct NamesQuery {
+    #[serde(rename = "type")]
+    kinds: Option<String>,
+}
+
+/// `GET /v1/deployment-names`: the ids of the deployments the caller may
+/// call, as DIAL names them (`[{"id", "object"}]`); the host's are all
+/// applications, so `type` without `application` lists none.
+#[utoipa::path(get, path = "/v1/deployment-names", tag = "deployments", params(NamesQuery),
+    responses((status = 200, description = "The deployments the caller may call", body = Vec<DeploymentName>)))]
+pub async fn deployment_names(
+    State(state): State<AppState>,
+    caller: Caller,
+    axum::extract::Query(query): axum::extract::Query<NamesQuery>,
+) -> axum::Json<Vec<DeploymentName>> {
+    let wanted = query.kinds.as_deref().is_none_or(|kinds| kinds.split(',').any(|kind| kind.trim() == "application"));
+    let names = state
+        .apps()
+        .all()
+        .filter(|(_, app)| wanted && app.admits(&caller.roles))
+        .map(|(id, _)| DeploymentName { id: id.clone(), object: "application" })
+        .collect();
+    axum::Json(names)
 }
 
 /// How a listing names what it lists.
@@ -143,7 +270,7 @@ enum Listed {
     Application,
 }
 
-/// DIAL's listing shape of a deployment (`DeploymentData`).
+/// DIAL's listing shape of a deployment (`DeploymentData`, `ApplicationData`).
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub struct DeploymentInfo {
     id: String,
@@ -163,15 +290,34 @@ pub struct DeploymentInfo {
     icon_url: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reference: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    author: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description_keywords: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_attachment_types: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_input_attachments: Option<u64>,
     owner: &'static str,
     status: &'static str,
-    /// Epoch seconds (DIAL's fixed value for configured deployments).
+    /// Epoch seconds (DIAL's fixed value for configured deployments, or the
+    /// definition's `created_at`).
     created_at: i64,
     updated_at: i64,
+    features: FeaturesData,
+    /// What is merged into a request where the client left a field unset.
     #[schema(value_type = Object)]
-    features: serde_json::Value,
-    #[schema(value_type = Object)]
-    defaults: serde_json::Value,
+    defaults: Box<RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    responses_defaults: Option<Box<RawValue>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    application_type_schema_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    application_properties: Option<Box<RawValue>>,
 }
 
 /// `{"object": "list", "data": [...]}`.
@@ -186,7 +332,7 @@ const DIAL_LISTED_AT: i64 = 1_672_534_800;
 
 impl DeploymentInfo {
     fn of(id: &str, app: &Application, listed: Listed) -> Self {
-        let consent_required = app.features.consent_required.unwrap_or(false);
+        let seconds = |ms: Option<i64>| ms.map_or(DIAL_LISTED_AT, |ms| ms / 1000);
         Self {
             id: id.to_string(),
             object: match listed {
@@ -199,19 +345,20 @@ impl DeploymentInfo {
             display_version: app.display_version.clone(),
             icon_url: app.icon_url.clone(),
             description: app.description.clone(),
+            reference: app.reference.clone(),
+            author: app.author.clone(),
+            description_keywords: app.description_keywords.clone(),
+            input_attachment_types: app.input_attachment_types.clone(),
+            max_input_attachments: app.max_input_attachments,
             owner: "organization-owner",
             status: "succeeded",
-            created_at: DIAL_LISTED_AT,
-            updated_at: DIAL_LISTED_AT,
-            // DIAL's listing flags, at its defaults: the host forwards what
-            // the client sends and supports none of the optional endpoints.
-            features: serde_json::json!({
-                "rate": false, "tokenize": false, "truncate_prompt": false, "configuration": false,
-                "system_prompt": true, "tools": false, "seed": false, "url_attachments": false,
-                "folder_attachments": false, "allow_resume": true, "accessible_by_per_request_key": true,
-                "content_parts": false, "temperature": true, "addons": true, "consent_required": consent_required,
-            }),
-            defaults: serde_json::json!({}),
+            created_at: seconds(app.created_at),
+            updated_at: seconds(app.updated_at.or(app.created_at)),
+            features: app.features_data(),
+            defaults: app.defaults.clone().unwrap_or_else(|| RawValue::from_string("{}".into()).expect("JSON")),
+            responses_defaults: app.responses_defaults.clone(),
+            application_type_schema_id: app.application_type_schema_id.clone(),
+            application_properties: app.application_properties.clone(),
         }
     }
 }
@@ -262,9 +409,9 @@ async fn answer(
     incoming: Incoming,
 ) -> Response {
     let mut dialect = match api {
-        Api::ChatCompletions | Api::Responses => Dialect::OpenAi,
         Api::AnthropicMessages => Dialect::Anthropic,
         Api::Mcp => Dialect::JsonRpc { id: None },
+        _ => Dialect::OpenAi,
     };
     let Incoming { uri, method, headers, body } = incoming;
     let outcome = async {
@@ -327,25 +474,49 @@ async fn call(
         ));
     }
     let Deployment { application, origin } = resolve(state, caller, &id, Reader::Caller).await?;
-    let endpoint = application.endpoint_for(api).ok_or_else(|| {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("Deployment {id} has no {} endpoint", api.name()))
-            .permanent()
-    })?;
-    let mut url = url::Url::parse(endpoint).map_err(|_| {
+    if let Some(calling) = &caller.per_request
+        && !application.accessible_by_per_request_key()
+    {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("Deployment {id} is not accessible by {} (features.accessible_by_per_request_key)", calling.app),
+        ));
+    }
+    let Some(endpoint) = application.endpoint_for(api) else {
+        return match api {
+            // As DIAL Core: a rating an application does not take is accepted
+            // (clients rate any answer); the other features are refused.
+            Api::Rate => Ok(StatusCode::OK.into_response()),
+            api if api.is_feature() => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!("Deployment {id} has no {} endpoint (features.{}_endpoint)", api.name(), api.label()),
+            )),
+            _ => Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("Deployment {id} has no {} endpoint", api.name()),
+            )
+            .permanent()),
+        };
+    };
+    let url = endpoint.url(&canonical_path(uri.path(), raw_id, &id, api), uri.query()).map_err(|_| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("Deployment {id} has an invalid {} endpoint", api.name()),
         )
         .permanent()
     })?;
-    if let Some(query) = uri.query() {
-        url.set_query(Some(query));
-    }
 
-    if api != Api::Mcp && !is_json(&headers) {
+    if api.is_llm() && !is_json(&headers) {
         return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"));
     }
-    let mut grants = if api == Api::Mcp { Vec::new() } else { attachment_grants(state, caller, api, &body).await? };
+    let mut grants = if api.is_llm() { attachment_grants(state, caller, api, &body).await? } else { Vec::new() };
+    let body = match application.defaults_for(api) {
+        Some(defaults) => proxy
+            .with_defaults(body, defaults)
+            .await
+            .map_err(|error| ApiError::bad_request(format!("Invalid JSON body: {error}")))?,
+        None => body,
+    };
 
     // The originating user as themselves: what they accepted and what they
     // can reach on their own, never what a calling application's key holds
@@ -360,7 +531,9 @@ async fn call(
         ));
     }
     let trace_id = caller.per_request.as_ref().map_or_else(new_trace_id, |key| key.trace_id.clone());
-    if !application.resource_dependencies.is_empty() {
+    // Dependencies are resolved where DIAL resolves them: the mint sites
+    // that carry a conversation (LLM APIs) and MCP, not the feature endpoints.
+    if !application.resource_dependencies.is_empty() && !api.is_feature() {
         let declared = &application.resource_dependencies;
         let consent = state.consent().admin_status(&id, declared).await?;
         let source = caller.per_request.as_ref().map_or("root", |key| key.app.as_str());
@@ -390,6 +563,7 @@ async fn call(
         grants.extend(resolved);
     }
 
+    let mut answer_links = None;
     let key = match application.forwards_key(api) {
         false => None,
         true => {
@@ -406,8 +580,19 @@ async fn call(
                 execution_path,
                 trace_id: trace_id.clone(),
                 grants,
+                // What the calling application passed on to this one.
+                received: caller.per_request.as_ref().map(|calling| calling.passed_to(&id)).unwrap_or_default(),
+                passed_on: Vec::new(),
                 expires_at,
             };
+            if let Some(calling) = &caller.per_request
+                && matches!(api, Api::ChatCompletions | Api::Completions)
+            {
+                answer_links = Some(AnswerLinks {
+                    grant: answer_grant(state, Arc::new(data.clone()), calling.id.0.clone()),
+                    max: proxy.max_attachments(),
+                });
+            }
             Some(state.keys().mint(data).await.map_err(key_store_unavailable)?)
         }
     };
@@ -419,6 +604,9 @@ async fn call(
         method,
         url,
         headers,
+        asserted: asserted_headers(&id, &application),
+        forward_authorization: application.forward_auth_token,
+        answer_links,
         body,
         key,
         follow_redirects: api == Api::Mcp,
@@ -431,6 +619,109 @@ async fn call(
     proxy.forward(call).await.map_err(|error| {
         tracing::warn!(deployment = %id, %error, detail = %error.detail(), "application call failed");
         ApiError::from(error)
+    })
+}
+
+/// The path a call came in at, its deployment id in the one form the host
+/// names it by (as DIAL Core rewrites it before appending the path to a
+/// `base_url`): `/openai/deployments/echo%2Dsdk/…` goes on as `…/echo-sdk/…`.
+fn canonical_path(path: &str, raw_id: &str, id: &str, api: Api) -> String {
+    let suffix_at = path.len().saturating_sub(api.path_suffix().len());
+    let id_at = suffix_at.saturating_sub(raw_id.len());
+    match (path.get(..id_at), path.get(suffix_at..)) {
+        (Some(prefix), Some(suffix)) => format!("{prefix}{}{suffix}", encode_id(id)),
+        _ => path.to_string(),
+    }
+}
+
+/// A deployment id as a URL path (and header value): each segment percent-encoded.
+fn encode_id(id: &str) -> String {
+    let encoded: Vec<String> = id
+        .split('/')
+        .map(|segment| percent_encoding::utf8_percent_encode(segment, crate::resource_url::SEGMENT_ESCAPES).to_string())
+        .collect();
+    encoded.join("/")
+}
+
+/// `X-DIAL-APPLICATION-PROPERTIES` is left out above this size: the
+/// application then reads its properties from `GET /openai/applications/{id}`
+/// (aidial-sdk does), instead of a header servers would refuse.
+const MAX_PROPERTIES_HEADER: usize = 16 << 10;
+
+/// The headers the host asserts to an application (a client's values of
+/// them are dropped): its features, always; its id when it has a schema or
+/// properties, and its properties (compact JSON, ASCII-escaped).
+fn asserted_headers(id: &str, application: &Application) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    let mut put = |name: &'static str, value: String| {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    };
+    let features = serde_json::to_string(&application.features_data()).expect("features serialize");
+    put("x-dial-deployment-features", ascii_json(&features));
+    if application.announces_itself() {
+        put("x-dial-application-id", encode_id(id));
+    }
+    if let Some(properties) = &application.application_properties {
+        let json = ascii_json(properties.get());
+        if json.len() <= MAX_PROPERTIES_HEADER {
+            put("x-dial-application-properties", json);
+        } else {
+            tracing::info!(deployment = id, bytes = json.len(), "application properties too large for a header");
+        }
+    }
+    headers
+}
+
+/// JSON text with every non-ASCII character escaped (`\u00e9`): still the
+/// same JSON, and a valid header value.
+fn ascii_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    out
+}
+
+/// Grants the calling application's key READ on each attachment of the
+/// callee's answer the callee's key could read (as DIAL Core does): how a
+/// file an application produced in its appdata reaches its caller. Every
+/// use stays bounded by the originating user's reach.
+fn answer_grant(state: &AppState, callee: Arc<KeyData>, calling_key: String) -> Grant {
+    let state = state.clone();
+    Arc::new(move |links: Vec<String>| {
+        let (state, callee, calling_key) = (state.clone(), callee.clone(), calling_key.clone());
+        Box::pin(async move {
+            let reader = Caller::for_key(callee.clone());
+            let mut changes = Vec::new();
+            for url in links {
+                let Ok(link) = catalog::parse_link(&state, &url) else { continue };
+                let Ok(link) = catalog::canonical(&state, link).await else { continue };
+                let resource = Resource { url: &link.url, location: &link.location };
+                match state.access().permissions(&reader, resource).await {
+                    Ok(held) if held.read => {
+                        changes.push(KeyChange::Grant { url: link.key(), read: true, write: false })
+                    }
+                    Ok(_) => {}
+                    Err(error) => tracing::warn!(deployment = %callee.app, %error, "an answer's attachment"),
+                }
+            }
+            match state.keys().change(&calling_key, changes).await {
+                Ok(Changed::Applied | Changed::Gone) => {}
+                Ok(Changed::Full) => {
+                    tracing::warn!(deployment = %callee.app, "the calling key took all the changes it may; an answer's attachments were not granted")
+                }
+                Err(error) => tracing::warn!(deployment = %callee.app, %error, "granting an answer's attachments"),
+            }
+        })
     })
 }
 
@@ -484,11 +775,7 @@ async fn stored(state: &AppState, caller: &Caller, id: &str, reader: Reader) -> 
     if !id.starts_with("applications/") || id.ends_with('/') {
         return Err(unknown());
     }
-    let encoded: Vec<String> = id
-        .split('/')
-        .map(|segment| percent_encoding::utf8_percent_encode(segment, crate::resource_url::SEGMENT_ESCAPES).to_string())
-        .collect();
-    let url = ResourceUrl::parse(&encoded.join("/"), Intent::Read).map_err(|_| unknown())?;
+    let url = ResourceUrl::parse(&encode_id(id), Intent::Read).map_err(|_| unknown())?;
     let location = state.buckets().decode(url.bucket()).map_err(|_| unknown())?;
     if reader == Reader::Caller {
         state.access().check(caller, Resource { url: &url, location: &location }, Permission::Read).await?;
@@ -595,4 +882,37 @@ where
         bytes.extend_from_slice(&chunk);
     }
     Ok(bytes.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_path_an_application_gets_names_the_deployment_as_the_host_does() {
+        let path = |raw: &str, raw_id: &str, id: &str, api| canonical_path(raw, raw_id, id, api);
+        assert_eq!(
+            path("/openai/deployments/echo%2Dsdk/chat/completions", "echo%2Dsdk", "echo-sdk", Api::ChatCompletions),
+            "/openai/deployments/echo-sdk/chat/completions"
+        );
+        assert_eq!(
+            path(
+                "/openai/deployments/applications/B/my%20app/completions",
+                "applications/B/my%20app",
+                "applications/B/my app",
+                Api::Completions
+            ),
+            "/openai/deployments/applications/B/my%20app/completions"
+        );
+        assert_eq!(
+            path(
+                "/anthropic/deployments/completions/v1/messages",
+                "completions",
+                "completions",
+                Api::AnthropicMessages
+            ),
+            "/anthropic/deployments/completions/v1/messages"
+        );
+        assert_eq!(ascii_json(r#"{"a":"é😀"}"#), r#"{"a":"\u00e9\ud83d\ude00"}"#);
+    }
 }

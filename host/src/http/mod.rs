@@ -8,6 +8,7 @@ pub mod extract;
 pub mod feed;
 mod multipart;
 mod openapi;
+mod permissions;
 mod publication;
 mod resource_ops;
 mod routes;
@@ -114,10 +115,15 @@ impl AppState {
     /// What `writer` may declare in an application's
     /// `resource_dependencies`: admins may, others only when the
     /// configuration allows it; targets name a v1 group or a loaded type.
+    /// No stored definition, whoever writes it, gets the user's token.
     pub fn declaration_policy(&self, writer: &Caller) -> DeclarationPolicy {
         let mut declarable: Vec<String> = V1_GROUPS.iter().map(|g| g.to_string()).collect();
         declarable.extend(self.handlers().all().iter().map(|h| h.description().group.clone()));
-        DeclarationPolicy { declarable, may_declare: writer.is_admin || self.inner.allow_user_dependencies }
+        DeclarationPolicy {
+            declarable,
+            may_declare: writer.is_admin || self.inner.allow_user_dependencies,
+            may_forward_auth_token: false,
+        }
     }
 
     pub fn events(&self) -> &Arc<dyn crate::events::EventBus> {
@@ -208,7 +214,8 @@ pub(crate) fn routes_table() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/v1/files/{*path}", v1::resource_routes()),
         ("/v1/prompts/{*path}", v1::resource_routes()),
         ("/v1/conversations/{*path}", v1::resource_routes()),
-        ("/v1/applications/{*path}", v1::resource_routes()),
+        // A stored application's DIAL rate route, `…/{path}/rate`, is a POST here.
+        ("/v1/applications/{*path}", v1::resource_routes().post(deployments::rate)),
         // The mint sites: bodies are bounded by the proxy while reading.
         ("/openai/deployments", get(deployments::list_deployments)),
         ("/openai/applications", get(deployments::list_applications)),
@@ -220,8 +227,17 @@ pub(crate) fn routes_table() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/anthropic/deployments/{*rest}", post(deployments::anthropic).layer(DefaultBodyLimit::disable())),
         (
             "/v1/deployments/{*rest}",
-            post(deployments::mcp).get(deployments::mcp).delete(deployments::mcp).layer(DefaultBodyLimit::disable()),
+            post(deployments::v1_deployment)
+                .get(deployments::v1_deployment)
+                .delete(deployments::v1_deployment)
+                .layer(DefaultBodyLimit::disable()),
         ),
+        ("/v1/{deployment}/rate", post(deployments::rate).layer(DefaultBodyLimit::disable())),
+        ("/v1/deployment-names", get(deployments::deployment_names)),
+        ("/v1/user/info", get(routes::user_info)),
+        ("/v1/ops/resource/per-request-permissions/grant", post(permissions::grant)),
+        ("/v1/ops/resource/per-request-permissions/revoke", post(permissions::revoke)),
+        ("/v1/ops/resource/per-request-permissions/list", post(permissions::list)),
         ("/v1/consent/{*rest}", get(consent::get).post(consent::post).delete(consent::delete)),
         ("/v2/metadata/{*path}", get(v2::metadata)),
         ("/v2/versions/{*path}", get(v2::versions)),

@@ -23,18 +23,24 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder
 use utoipa::openapi::{Content, OpenApi as Document, PathItem, RefOr, Response};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
-use super::{consent, deployments, feed, publication, resource_ops, routes, sharing, v1, v2};
+use super::{consent, deployments, feed, permissions, publication, resource_ops, routes, sharing, v1, v2};
 
 /// Paths one handler serves besides the one its attribute documents:
 /// `(documented, also, suffix of the copies' operation ids)`. A copy keeps
 /// the path parameters its own path names.
-const ALSO_SERVED: [(&str, &str, &str); 5] = [
+const ALSO_SERVED: [(&str, &str, &str); 7] = [
     ("/v1/files/{bucket}/{path}", "/v1/prompts/{bucket}/{path}", "prompts"),
     ("/v1/files/{bucket}/{path}", "/v1/conversations/{bucket}/{path}", "conversations"),
     ("/v1/files/{bucket}/{path}", "/v1/applications/{bucket}/{path}", "applications"),
     ("/openai/deployments/{deployment}/chat/completions", "/openai/deployments/{deployment}/responses", "responses"),
     // A resource's files: the `…/files/` root is the listing of `{dir}` with none.
     ("/v2/metadata/{group}/{bucket}/{path}/files/{dir}", "/v2/metadata/{group}/{bucket}/{path}/files", "root"),
+    (
+        "/openai/deployments/{deployment}/chat/completions",
+        "/openai/deployments/{deployment}/completions",
+        "completions",
+    ),
+    ("/openai/deployments/{deployment}/chat/completions", "/openai/deployments/{deployment}/embeddings", "embeddings"),
 ];
 
 #[derive(OpenApi)]
@@ -81,6 +87,15 @@ const ALSO_SERVED: [(&str, &str, &str); 5] = [
         deployments::list_applications,
         deployments::get_deployment,
         deployments::get_application,
+        deployments::tokenize,
+        deployments::truncate_prompt,
+        deployments::configuration,
+        deployments::rate,
+        deployments::deployment_names,
+        routes::user_info,
+        permissions::grant,
+        permissions::revoke,
+        permissions::list,
         consent::user_get,
         consent::user_post,
         consent::admin_get,

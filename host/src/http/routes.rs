@@ -78,6 +78,32 @@ pub async fn bucket(State(state): State<AppState>, caller: Caller) -> Json<Bucke
     Json(BucketResponse { bucket: state.buckets().encode(&caller.bucket_location()), appdata })
 }
 
+/// `GET /v1/user/info`: DIAL's shape.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct UserInfo {
+    roles: Vec<String>,
+    /// A project key's project (also for a per-request key a project's call started).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    project: Option<String>,
+    /// A user's token claims.
+    #[serde(rename = "userClaims", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    user_claims: Option<serde_json::Value>,
+}
+
+/// `GET /v1/user/info`: the caller's roles, and its project (API key) or
+/// its token's claims (a user) — for a per-request key, the originating
+/// user's or project's.
+#[utoipa::path(get, path = "/v1/user/info", tag = "v1",
+    responses((status = 200, description = "Who the caller is", body = UserInfo)))]
+pub async fn user_info(caller: Caller) -> Json<UserInfo> {
+    let (project, user_claims) = match &caller.identity {
+        crate::auth::Identity::Project { name } => (Some(name.clone()), None),
+        crate::auth::Identity::User { .. } => (None, Some(caller.claims.clone().unwrap_or_default())),
+    };
+    Json(UserInfo { roles: caller.roles.clone(), project, user_claims })
+}
+
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HandlerInfo {

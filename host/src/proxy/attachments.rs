@@ -9,7 +9,11 @@
 //! - responses: `input[].content[]` parts `input_image.image_url` and
 //!   `input_file.file_url`, and `input[].custom_content.attachments[].url`;
 //! - Anthropic messages: `messages[].content[]` blocks whose `source` is
-//!   `{"type": "url", "url": …}`, and `messages[].custom_content.attachments[].url`.
+//!   `{"type": "url", "url": …}`, and `messages[].custom_content.attachments[].url`;
+//! - embeddings: the attachments `{"url": …}` of `custom_input` (nested lists too).
+//!
+//! [`answer_links`] reads an application's answer the same way (the
+//! attachments of `choices[].message` or, in a stream, `choices[].delta`).
 //!
 //! Absolute (`http…`) and `data:` URLs are the client's business, not links
 //! to resources here, and are skipped.
@@ -37,7 +41,7 @@ pub enum CollectError {
 /// The resource links in a request body, in order, each once; at most `max`.
 pub fn collect(api: Api, body: &[u8], max: usize) -> Result<Vec<String>, CollectError> {
     let mut links = Links { found: Vec::new(), seen: HashSet::new(), max, too_many: false };
-    if api == Api::Mcp {
+    if !api.is_llm() {
         return Ok(Vec::new());
     }
     let mut deserializer = serde_json::Deserializer::from_slice(body);
@@ -156,10 +160,83 @@ struct Root<'l> {
 
 impl Shape for Root<'_> {
     fn map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let list = if self.api == Api::Responses { "input" } else { "messages" };
+        let list = match self.api {
+            Api::Responses => "input",
+            Api::ChatCompletions | Api::AnthropicMessages => "messages",
+            Api::Embeddings => "custom_input",
+            // Completions carry a prompt; the other APIs no resource links.
+            _ => "",
+        };
         while let Some(key) = map.next_key::<String>()? {
-            if key == list {
+            if key == list && self.api == Api::Embeddings {
+                map.next_value_seed(Seed(CustomInput { links: &mut *self.links }))?;
+            } else if key == list {
                 map.next_value_seed(Seed(Messages { links: &mut *self.links }))?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Embeddings' `custom_input`: strings, attachments `{"url": …}` and lists
+/// of them (DIAL's multi-modal embeddings input).
+struct CustomInput<'l> {
+    links: &'l mut Links,
+}
+
+impl Shape for CustomInput<'_> {
+    fn seq<'de, A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Seed(CustomInput { links: &mut *self.links }))?.is_some() {}
+        Ok(())
+    }
+    fn map<'de, A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        Attachment { links: self.links }.map(map)
+    }
+}
+
+/// The resource links an answer (a chat completion, or one event of its
+/// stream) carries: `choices[].message` or `choices[].delta`, their
+/// `custom_content.attachments` and those of its stages. A body that is not
+/// such JSON (`[DONE]`) carries none.
+pub fn answer_links(answer: &[u8]) -> Vec<String> {
+    let mut links = Links { found: Vec::new(), seen: HashSet::new(), max: usize::MAX, too_many: false };
+    let mut deserializer = serde_json::Deserializer::from_slice(answer);
+    let _ = Seed(Answer { links: &mut links }).deserialize(&mut deserializer);
+    links.found
+}
+
+/// A chat completion (or chunk): its `choices`.
+struct Answer<'l> {
+    links: &'l mut Links,
+}
+
+impl Shape for Answer<'_> {
+    fn map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "choices" {
+                map.next_value_seed(Seed(Choices { links: &mut *self.links }))?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+array_of!(Choices, Choice);
+
+/// A choice: its `message` (a whole answer) or `delta` (a stream's event).
+struct Choice<'l> {
+    links: &'l mut Links,
+}
+
+impl Shape for Choice<'_> {
+    fn map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "message" || key == "delta" {
+                map.next_value_seed(Seed(Message { links: &mut *self.links }))?;
             } else {
                 map.next_value::<IgnoredAny>()?;
             }
@@ -407,6 +484,19 @@ mod tests {
         assert!(links(Api::ChatCompletions, &json!([1, 2])).is_empty(), "not an object: no links");
         assert!(matches!(collect(Api::ChatCompletions, b"{\"messages\": [", 10), Err(CollectError::Json(_))));
         assert!(matches!(collect(Api::ChatCompletions, b"{} trailing", 10), Err(CollectError::Json(_))));
+    }
+
+    #[test]
+    fn embeddings_custom_input_and_answers() {
+        let body = json!({"input": ["x"], "custom_input": ["text", {"type": "image/png", "url": "files/B/e.png"},
+                                                          [{"url": "files/B/nested.png"}, "t"]]});
+        assert_eq!(links(Api::Embeddings, &body), ["files/B/e.png", "files/B/nested.png"]);
+        assert!(links(Api::Completions, &json!({"prompt": "files/B/not-a-link"})).is_empty());
+        let answer = json!({"choices": [{"message": {"content": "done", "custom_content": {
+            "attachments": [{"title": "t", "url": "files/B/appdata/x/out.png"}],
+            "stages": [{"attachments": [{"url": "files/B/stage.txt"}]}]}}}]});
+        assert_eq!(answer_links(answer.to_string().as_bytes()), ["files/B/appdata/x/out.png", "files/B/stage.txt"]);
+        assert!(answer_links(b"[DONE]").is_empty());
     }
 
     #[test]

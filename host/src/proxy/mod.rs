@@ -5,19 +5,28 @@
 //! - Request headers: every client header passes except hop-by-hop ones
 //!   (those listed and those the client's `Connection` header names),
 //!   `Host`, `Content-Length` (recomputed), credentials — `Api-Key`,
-//!   `Authorization`, `Proxy-Authorization`, `Cookie`, and Anthropic's
-//!   `X-Api-Key` — and the headers the host asserts to an application
-//!   (`X-DIAL-*`, `X-UPSTREAM-*`, `traceparent`, `tracestate`): the
-//!   application sees the caller's request but never the caller's secrets,
-//!   and nothing a client could use to speak for the host. It gets its own
-//!   key as `Api-Key` and the call's trace as `traceparent`.
+//!   `Authorization` (unless the definition says `forward_auth_token` and
+//!   it is a user's token), `Proxy-Authorization`, `Cookie`, and
+//!   Anthropic's `X-Api-Key` — and the headers the host asserts to an
+//!   application (`X-DIAL-*`, `X-UPSTREAM-*`, `traceparent`, `tracestate`):
+//!   the application sees the caller's request but never the caller's
+//!   secrets, and nothing a client could use to speak for the host. It gets
+//!   its own key as `Api-Key`, the call's trace as `traceparent`, and the
+//!   host's own `X-DIAL-*` headers ([`UpstreamCall::asserted`]).
 //! - Responses, of any status, are relayed with their headers — minus
 //!   hop-by-hop ones and those an application must not set on the host's
 //!   origin (`Set-Cookie`, `Strict-Transport-Security`, `Access-Control-*`,
-//!   `Alt-Svc`) — and their body streamed chunk by chunk: an SSE event
-//!   reaches the client when the application sends it. The key's
-//!   [`KeyLease`] rides with the body, so the key is revoked once the body
-//!   has been relayed or the client went away.
+//!   `Alt-Svc`), plus DIAL's `X-UPSTREAM-ATTEMPTS` and, on event streams,
+//!   `X-Accel-Buffering: no` (so a buffering reverse proxy in front of the
+//!   host passes events on as they come) — and their body streamed chunk by
+//!   chunk: an SSE event reaches the client when the application sends it.
+//!   The key's [`KeyLease`] rides with the body, so the key is revoked once
+//!   the body has been relayed or the client went away.
+//! - A chained call's answer ([`UpstreamCall::answer_links`]) is read for
+//!   the attachments it carries as it passes ([`answers`]): each event of a
+//!   stream when it is complete, a JSON answer whole (up to
+//!   [`answers::MAX_SCANNED_ANSWER`]), and what they name is granted to the
+//!   calling application's key before the client sees it.
 //! - A connection failure is 502, an application silent for longer than
 //!   `proxy.read_timeout_ms` is 504, each with a JSON `{"error": {"message"}}`
 //!   that names no socket or resolver detail (those go to the log).
@@ -28,7 +37,9 @@
 //!   key, method and body; a redirect elsewhere is relayed to the client as
 //!   it is, so the key never crosses origins.
 
+pub mod answers;
 pub mod attachments;
+pub mod defaults;
 pub mod destinations;
 
 use std::sync::Arc;
@@ -38,7 +49,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, header};
 use axum::response::Response;
 use bytes::Bytes;
-use futures_util::StreamExt;
+use serde_json::value::RawValue;
 
 use crate::apps::Api;
 use crate::config::{PerRequestKeyConfig, ProxyConfig};
@@ -138,6 +149,14 @@ pub struct UpstreamCall {
     pub url: url::Url,
     /// The client's headers (filtered here).
     pub headers: HeaderMap,
+    /// The headers the host asserts to the application (`X-DIAL-*`), set
+    /// after the client's are filtered, so a client's value never survives.
+    pub asserted: HeaderMap,
+    /// Pass the caller's `Authorization` on when it carries a user's token
+    /// (a JWT: a bearer key is a credential of the host's, never passed on).
+    pub forward_authorization: bool,
+    /// Read the answer for attachments granted to the calling application.
+    pub answer_links: Option<answers::AnswerLinks>,
     pub body: Bytes,
     /// The key handed to the application, if any.
     pub key: Option<KeyLease>,
@@ -242,6 +261,29 @@ impl Proxy {
         .expect("scanning a body for attachments panicked")
     }
 
+    /// `body` with `defaults` merged in ([`defaults::merge`]); a large body
+    /// on the blocking pool, as [`Proxy::attachments`] does.
+    pub async fn with_defaults(&self, body: Bytes, defaults: &RawValue) -> Result<Bytes, serde_json::Error> {
+        let merge = |body: Bytes, defaults: &RawValue| {
+            defaults::merge(&body, defaults).map(|merged| merged.map_or(body, Bytes::from))
+        };
+        if body.len() < LARGE_BODY_BYTES {
+            return merge(body, defaults);
+        }
+        let defaults = defaults.to_owned();
+        let permit = self.large_scans.clone().acquire_owned().await.expect("the semaphore is never closed");
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            merge(body, &defaults)
+        })
+        .await
+        .expect("merging defaults into a body panicked")
+    }
+
+    pub fn max_attachments(&self) -> usize {
+        self.max_attachments
+    }
+
     pub fn max_request_bytes(&self) -> u64 {
         self.max_request_bytes
     }
@@ -260,7 +302,8 @@ impl Proxy {
 
     /// The headers the application gets: the client's, filtered (see the
     /// module docs), then the host's own.
-    fn outgoing_headers(headers: &HeaderMap, key: Option<&KeyLease>, trace_id: &str) -> HeaderMap {
+    fn outgoing_headers(call: &UpstreamCall, key: Option<&KeyLease>) -> HeaderMap {
+        let headers = &call.headers;
         let mut outgoing = HeaderMap::new();
         for (name, value) in headers {
             let name_text = name.as_str();
@@ -271,13 +314,21 @@ impl Proxy {
                 outgoing.append(name.clone(), value.clone());
             }
         }
+        if call.forward_authorization
+            && let Some(token) = headers.get(header::AUTHORIZATION).filter(|value| carries_user_token(value))
+        {
+            outgoing.insert(header::AUTHORIZATION, token.clone());
+        }
+        for (name, value) in &call.asserted {
+            outgoing.insert(name.clone(), value.clone());
+        }
         if let Some(value) = key.and_then(|lease| HeaderValue::from_str(lease.key()).ok()) {
             outgoing.insert(HeaderName::from_static("api-key"), value);
         }
         let mut span = [0u8; 8];
         rand::fill(&mut span);
         let span: String = span.iter().map(|b| format!("{b:02x}")).collect();
-        if let Ok(value) = HeaderValue::from_str(&format!("00-{trace_id}-{span}-01")) {
+        if let Ok(value) = HeaderValue::from_str(&format!("00-{}-{span}-01", call.trace_id)) {
             outgoing.insert(HeaderName::from_static("traceparent"), value);
         }
         outgoing
@@ -301,20 +352,19 @@ impl Proxy {
     }
 
     async fn send(&self, call: UpstreamCall) -> Result<Response, ProxyError> {
+        let outgoing = Self::outgoing_headers(&call, call.key.as_ref());
         let UpstreamCall {
             method,
             mut url,
-            headers,
             body,
             key,
             follow_redirects,
             origin,
-            trace_id,
             deployment,
-            interface: _,
             stream_failure,
+            answer_links,
+            ..
         } = call;
-        let outgoing = Self::outgoing_headers(&headers, key.as_ref(), &trace_id);
         let client = match origin {
             Origin::Configured => &self.client,
             Origin::Stored => &self.guarded,
@@ -341,7 +391,7 @@ impl Proxy {
             }
         };
         let silence = Silence { deployment, read_timeout_ms: self.read_timeout_ms, event: stream_failure };
-        Ok(relay(response, key, silence))
+        Ok(relay(response, key, silence, answer_links))
     }
 
     /// Connecting failed (refused, unresolved, too slow to connect): 502;
@@ -373,8 +423,24 @@ struct Silence {
     event: Option<Bytes>,
 }
 
+/// Whether an `Authorization` value is a user's token (`Bearer` and a JWT:
+/// three dot-separated parts), the only kind `forward_auth_token` passes on.
+fn carries_user_token(value: &HeaderValue) -> bool {
+    let Some(token) = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+    else {
+        return false;
+    };
+    let parts: Vec<&str> = token.trim().split('.').collect();
+    parts.len() == 3 && parts.iter().all(|part| !part.is_empty())
+}
+
 /// The application's answer as the client gets it.
-fn relay(response: reqwest::Response, key: Option<KeyLease>, silence: Silence) -> Response {
+fn relay(
+    response: reqwest::Response,
+    key: Option<KeyLease>,
+    silence: Silence,
+    answer_links: Option<answers::AnswerLinks>,
+) -> Response {
     let status = response.status();
     let mut headers = HeaderMap::new();
     for (name, value) in response.headers() {
@@ -390,32 +456,40 @@ fn relay(response: reqwest::Response, key: Option<KeyLease>, silence: Silence) -
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|value| value.to_ascii_lowercase().starts_with("text/event-stream"));
-    let body = response.bytes_stream().scan(false, move |failed, chunk| {
-        // The lease lives as long as the body: dropped when the last chunk
-        // has gone out, the upstream failed, or the client went away.
-        let _lease = &key;
-        if *failed {
-            return std::future::ready(None);
-        }
-        let chunk = chunk.map_err(|error| {
-            *failed = true;
-            let timed_out = error.is_timeout();
-            tracing::warn!(
-                deployment = %silence.deployment,
-                %error,
-                timed_out,
-                read_timeout_ms = silence.read_timeout_ms,
-                "the application's answer stopped before its end"
-            );
-            error
+    // DIAL Core's: how many upstreams the answer took (the host calls one).
+    headers.insert(HeaderName::from_static("x-upstream-attempts"), HeaderValue::from_static("1"));
+    if event_stream {
+        headers.insert(HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no"));
+    }
+    // Only a successful answer's attachments are the callee's results.
+    let scan = answer_links.filter(|_| status.is_success()).map(|links| answers::Scan::new(links, event_stream));
+    let relayed = answers::Relayed::new(Box::pin(response.bytes_stream()), scan, key);
+    let body =
+        futures_util::stream::unfold((relayed, silence, false), move |(mut relayed, silence, failed)| async move {
+            if failed {
+                return None;
+            }
+            match relayed.next().await? {
+                Ok(chunk) => Some((Ok(chunk), (relayed, silence, false))),
+                Err(error) => {
+                    let timed_out = error.is_timeout();
+                    tracing::warn!(
+                        deployment = %silence.deployment,
+                        %error,
+                        timed_out,
+                        read_timeout_ms = silence.read_timeout_ms,
+                        "the application's answer stopped before its end"
+                    );
+                    // An event stream ends with the dialect's error event: the
+                    // client learns why instead of reading a cut connection.
+                    let item = match (&silence.event, event_stream) {
+                        (Some(event), true) => Ok(event.clone()),
+                        _ => Err(std::io::Error::other(error)),
+                    };
+                    Some((item, (relayed, silence, true)))
+                }
+            }
         });
-        std::future::ready(Some(match (chunk, &silence.event) {
-            // An event stream ends with the dialect's error event: the
-            // client learns why instead of reading a cut connection.
-            (Err(_), Some(event)) if event_stream => Ok(event.clone()),
-            (chunk, _) => chunk.map_err(std::io::Error::other),
-        }))
-    });
     let mut relayed = Response::new(Body::from_stream(body));
     *relayed.status_mut() = status;
     *relayed.headers_mut() = headers;
