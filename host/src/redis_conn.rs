@@ -13,10 +13,11 @@
 //! a cluster's node, or Sentinel's primary) is away a command fails fast —
 //! the caller answers 503 — and the first command after it is back succeeds.
 //!
-//! Cluster: every command and script the host sends touches one key (scripts
-//! name it as `KEYS[1]`), so no two keys must share a slot and none is
-//! hash-tagged: a deployment's keys spread over every primary. Pub/sub is
-//! cluster-wide (`PUBLISH` reaches subscribers on every node).
+//! Cluster: what a script or an atomic read touches together must share a
+//! slot — a per-request key and its change list carry the key as their hash
+//! tag (`keys.rs`); locks touch one key each. Keys of different calls and
+//! locks spread over every primary. Pub/sub is cluster-wide (`PUBLISH`
+//! reaches subscribers on every node).
 //!
 //! Sentinel: the primary is asked of the sentinels at connect time and again
 //! after any command fails (the primary may have moved); commands are never
