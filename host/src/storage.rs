@@ -218,6 +218,25 @@ fn probe_id() -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
+/// Deletes every location; one already gone counts as deleted, since it is
+/// (another instance's sweep got there first). The backends disagree on
+/// that case: S3 answers 204, Azure's batch delete 404 per missing blob, the
+/// local store `NotFound`. Returns how many locations are now gone.
+pub async fn delete_all(store: &dyn ObjectStore, locations: Vec<Path>) -> object_store::Result<usize> {
+    use futures_util::{StreamExt, TryStreamExt};
+    let locations = futures_util::stream::iter(locations.into_iter().map(Ok)).boxed();
+    store
+        .delete_stream(locations)
+        .or_else(|error| async move {
+            match error {
+                object_store::Error::NotFound { path, .. } => Ok(Path::from(path)),
+                error => Err(error),
+            }
+        })
+        .try_fold(0, |deleted, _| async move { Ok(deleted + 1) })
+        .await
+}
+
 /// Whether a store error means the store could not be reached or did not answer in time (the request may
 /// be retried: 503), rather than that it answered with a failure.
 pub fn is_unavailable(error: &object_store::Error) -> bool {

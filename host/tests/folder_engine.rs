@@ -584,6 +584,41 @@ async fn swept_tombstones_leave_nothing_with_redis_locks(backend: &str) {
     swept_tombstones_leave_nothing(store, locks).await;
 }
 
+/// Two instances sweep the same journal: both list a superseded version and
+/// both delete its objects, so one of them finds some already gone. That is
+/// progress, not a failure: S3 answers such a delete 204, but Azure's batch
+/// delete answers 404 per missing blob, and the entry failed at every sweep
+/// from then on (found by the chaos run on Azurite).
+async fn a_sweep_deleting_what_another_sweep_just_deleted_finishes(backend: &str) {
+    let Some(emulator) = services::emulator(backend) else { return };
+    let handler = skill_handler().await;
+    let inner = cloud_store(&emulator, "raced-sweeps");
+    let store = Arc::new(InstrumentedStore::new(inner.clone()));
+    let engine = Arc::new(engine_keeping(store.clone(), 1, 0.0));
+    let target = node("s");
+    put_whole(&engine, &handler, &target, &old_files(), &Preconditions::default()).await.unwrap();
+    let first = engine.live_marker(&target).await.unwrap().unwrap();
+    put_whole(&engine, &handler, &target, &[("SKILL.md", skill_md("v2"))], &Preconditions::default()).await.unwrap();
+
+    // The sweep has listed the superseded version; its delete of one file waits
+    // while the other instance's sweep deletes that file.
+    let old_file = target.paths().file(&first.current_version, "docs/a.md");
+    let gate = store.hold_writes_to("docs/a.md");
+    let sweep = tokio::spawn({
+        let engine = engine.clone();
+        async move { engine.sweep_with_grace(Duration::ZERO).await }
+    });
+    tokio::time::timeout(Duration::from_secs(30), gate.arrived.notified()).await.expect("the sweep deletes the file");
+    inner.delete(&old_file).await.unwrap();
+    gate.open();
+
+    let report = sweep.await.unwrap().unwrap();
+    assert_eq!((report.entries_failed, report.versions_deleted), (0, 1), "{report:?}");
+    let again = engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_eq!(again.entries_seen, 0, "the journal entry is done: {again:?}");
+    assert_no_orphans(&engine, &target).await;
+}
+
 /// The sweep deletes a purged tombstone's marker under the resource lock,
 /// which a re-create holds from its read of the marker to its write. Here
 /// the delete goes first: the re-create, staged meanwhile, waits for the
@@ -845,6 +880,10 @@ macro_rules! on_backend {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn file_changes_fenced_by_the_marker_etag_alone_all_land() {
                 super::file_changes_fenced_by_the_marker_etag_alone_all_land($backend).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_sweep_deleting_what_another_sweep_just_deleted_finishes() {
+                super::a_sweep_deleting_what_another_sweep_just_deleted_finishes($backend).await;
             }
         }
     };
