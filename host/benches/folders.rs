@@ -1,7 +1,8 @@
 //! Folder resources (v2), measured against a baseline in the same run:
 //!
 //! 1. whole-resource PUT and GET of a 100-file, 5 MiB skill through the
-//!    engine on the local filesystem backend and on S3 (moto), versus the
+//!    engine on the local filesystem backend, on S3 (moto) and on Azure Blob
+//!    (Azurite), versus the
 //!    same 100 files written and read straight through `object_store`;
 //! 2. peak RSS of the real server process while it streams a 1 GiB skill as
 //!    a ZIP, versus its idle RSS;
@@ -19,7 +20,7 @@
 //!
 //! `cargo bench -p dial-host --bench folders` prints Markdown tables for
 //! `docs/benchmarks.md`; `… -- keep-alive` (or `put-get`, `put-get-local`,
-//! `put-get-s3`, `download`, `listing`, `upload-s3`, `history`) runs only the items named. Latencies are medians over
+//! `put-get-s3`, `put-get-azure`, `download`, `listing`, `upload-s3`, `history`) runs only the items named. Latencies are medians over
 //! iterations unless a table says otherwise.
 
 mod common;
@@ -91,7 +92,7 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let handler =
         (wanted("put-get") || wanted("listing") || wanted("history")).then(|| runtime.block_on(skill_handler()));
-    let handler = (handler.is_none() && (wanted("put-get-local") || wanted("put-get-s3")))
+    let handler = (handler.is_none() && (wanted("put-get-local") || wanted("put-get-s3") || wanted("put-get-azure")))
         .then(|| runtime.block_on(skill_handler()))
         .or(handler);
     if let (true, Some(handler)) = (wanted("put-get") || wanted("put-get-local"), &handler) {
@@ -103,6 +104,12 @@ fn main() {
         moto.create_bucket("bench");
         let store = dial_host::storage::open("s3://bench", &moto.storage_options()).unwrap();
         runtime.block_on(put_and_get(handler, "S3 (moto on the same machine)", store));
+    }
+    if let (true, Some(handler)) = (wanted("put-get") || wanted("put-get-azure"), &handler) {
+        let azurite = services::azurite().expect("Azurite for the Azure rows: run scripts/test once to install it");
+        azurite.create_container("bench");
+        let store = dial_host::storage::open("az://bench", &azurite.storage_options()).unwrap();
+        runtime.block_on(put_and_get(handler, "Azure Blob (Azurite on the same machine)", store));
     }
     if wanted("upload-s3") {
         runtime.block_on(big_upload_to_s3());

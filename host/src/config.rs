@@ -214,7 +214,7 @@ impl Default for ServerConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StorageConfig {
     /// Object store URL: `file:///abs/path`, `memory://`, `s3://bucket[/prefix]`
@@ -224,6 +224,21 @@ pub struct StorageConfig {
     /// `endpoint`, `region`, `access_key_id`, `secret_access_key`,
     /// `allow_http`). Credentials may also come from the usual AWS_* variables.
     pub options: BTreeMap<String, String>,
+    /// Start even on a store whose conditional writes the start-up check
+    /// finds missing or ignored. Without them nothing fences a writer whose
+    /// lock lapsed: concurrent commits can overwrite each other. Only for a
+    /// store that exactly one instance writes.
+    pub allow_unfenced: bool,
+    /// How long the cloud clients keep retrying one failed store call
+    /// (object_store retries with backoff; its own default is 180 s). While
+    /// the store is unreachable, a request fails after about this long.
+    pub retry_timeout_ms: u64,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        Self { url: None, options: BTreeMap::new(), allow_unfenced: false, retry_timeout_ms: 30_000 }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -391,8 +406,16 @@ impl Default for ResourcesConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RedisConfig {
-    /// `redis://host:port/db`.
+    /// One Redis server: `redis://host:port/db`.
     pub url: Option<String>,
+    /// A Redis Cluster instead: some of its nodes (`redis://host:port`); the
+    /// rest are discovered.
+    pub cluster_nodes: Vec<String>,
+    /// A Sentinel-managed primary instead: the sentinels to ask
+    /// (`redis://host:26379`), with [`Self::sentinel_master`].
+    pub sentinels: Vec<String>,
+    /// The name the sentinels know the primary by (`sentinel monitor <name> …`).
+    pub sentinel_master: Option<String>,
     /// Prefix of every key and channel, so deployments can share a Redis.
     pub key_prefix: Option<String>,
     /// Longest wait for Redis to connect or answer one command. While Redis
@@ -403,7 +426,14 @@ pub struct RedisConfig {
 
 impl Default for RedisConfig {
     fn default() -> Self {
-        Self { url: None, key_prefix: None, timeout_ms: 1000 }
+        Self {
+            url: None,
+            cluster_nodes: Vec::new(),
+            sentinels: Vec::new(),
+            sentinel_master: None,
+            key_prefix: None,
+            timeout_ms: 1000,
+        }
     }
 }
 

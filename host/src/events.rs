@@ -11,11 +11,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures_util::StreamExt;
-use redis::aio::{ConnectionManager, PubSubSink, PubSubStream};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
+
+use crate::redis_conn::{Redis, RedisConnection, Subscription};
 
 /// Events a local subscriber may fall behind by before it misses some
 /// (`RecvError::Lagged`).
@@ -69,17 +69,12 @@ pub trait EventBus: Send + Sync {
     fn subscribe(&self) -> broadcast::Receiver<ResourceEvent>;
 }
 
-/// Picks Redis pub/sub when a client and connection are given, in-process
-/// delivery otherwise. With Redis it subscribes before returning, so an
-/// unreachable Redis fails startup rather than silently dropping events.
-pub async fn from_config(
-    redis: Option<(&redis::Client, &ConnectionManager)>,
-    key_prefix: &str,
-) -> Result<Arc<dyn EventBus>, redis::RedisError> {
+/// Picks Redis pub/sub when Redis is given, in-process delivery otherwise.
+/// With Redis it subscribes before returning, so an unreachable Redis fails
+/// startup rather than silently dropping events.
+pub async fn from_config(redis: Option<&Redis>, key_prefix: &str) -> Result<Arc<dyn EventBus>, redis::RedisError> {
     Ok(match redis {
-        Some((client, publisher)) => {
-            Arc::new(RedisEvents::connect(client.clone(), publisher.clone(), key_prefix).await?)
-        }
+        Some(redis) => Arc::new(RedisEvents::connect(redis.clone(), key_prefix).await?),
         None => Arc::new(InProcessEvents::new()),
     })
 }
@@ -119,7 +114,7 @@ impl EventBus for InProcessEvents {
 /// including this instance's own — from the subscription, so each arrives
 /// exactly once and in the order Redis saw them.
 pub struct RedisEvents {
-    publisher: ConnectionManager,
+    publisher: RedisConnection,
     channel: String,
     local: broadcast::Sender<ResourceEvent>,
     _forwarder: AbortOnDrop,
@@ -130,15 +125,12 @@ impl RedisEvents {
     /// published after this returns reach local subscribers. A background task
     /// then forwards messages and re-subscribes, with backoff, whenever that
     /// connection drops; events published meanwhile are lost.
-    pub async fn connect(
-        client: redis::Client,
-        publisher: ConnectionManager,
-        key_prefix: &str,
-    ) -> Result<Self, redis::RedisError> {
+    pub async fn connect(redis: Redis, key_prefix: &str) -> Result<Self, redis::RedisError> {
         let channel = format!("{key_prefix}events");
-        let subscription = subscribe(&client, &channel).await?;
+        let subscription = redis.subscribe(&channel).await?;
         let local = broadcast::channel(SUBSCRIBER_BUFFER).0;
-        let forwarder = tokio::spawn(forward(client, channel.clone(), subscription, local.clone()));
+        let publisher = redis.connection();
+        let forwarder = tokio::spawn(forward(redis, channel.clone(), subscription, local.clone()));
         Ok(Self { publisher, channel, local, _forwarder: AbortOnDrop(forwarder) })
     }
 }
@@ -166,43 +158,34 @@ impl EventBus for RedisEvents {
     }
 }
 
-async fn subscribe(client: &redis::Client, channel: &str) -> redis::RedisResult<(PubSubSink, PubSubStream)> {
-    let mut pubsub = client.get_async_pubsub().await?;
-    pubsub.subscribe(channel).await?;
-    Ok(pubsub.split())
-}
-
 /// Forwards messages from the subscription into `local` for as long as the
 /// owning [`RedisEvents`] lives, re-subscribing when the connection drops.
 async fn forward(
-    client: redis::Client,
+    redis: Redis,
     channel: String,
-    mut subscription: (PubSubSink, PubSubStream),
+    mut subscription: Subscription,
     local: broadcast::Sender<ResourceEvent>,
 ) {
     loop {
         forward_until_disconnected(&mut subscription, &local).await;
         tracing::warn!(channel, "change event subscription dropped; re-subscribing");
-        subscription = resubscribe(&client, &channel).await;
+        subscription = resubscribe(&redis, &channel).await;
         tracing::info!(channel, "change event subscription restored");
     }
 }
 
-async fn forward_until_disconnected(
-    (sink, stream): &mut (PubSubSink, PubSubStream),
-    local: &broadcast::Sender<ResourceEvent>,
-) {
+async fn forward_until_disconnected(subscription: &mut Subscription, local: &broadcast::Sender<ResourceEvent>) {
     let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + KEEPALIVE_INTERVAL, KEEPALIVE_INTERVAL);
     keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            message = stream.next() => match message {
-                Some(message) => deliver(&message, local),
+            message = subscription.next() => match message {
+                Some(payload) => deliver(&payload, local),
                 None => return,
             },
             _ = keepalive.tick() => {
-                let pong = tokio::time::timeout(KEEPALIVE_TIMEOUT, sink.ping::<redis::Value>()).await;
-                if !matches!(pong, Ok(Ok(_))) {
+                let pong = tokio::time::timeout(KEEPALIVE_TIMEOUT, subscription.ping()).await;
+                if !matches!(pong, Ok(true)) {
                     return;
                 }
             }
@@ -212,14 +195,14 @@ async fn forward_until_disconnected(
 
 /// Retries until subscribed: events cannot be delivered without a
 /// subscription, and Redis coming back is the only way forward.
-async fn resubscribe(client: &redis::Client, channel: &str) -> (PubSubSink, PubSubStream) {
+async fn resubscribe(redis: &Redis, channel: &str) -> Subscription {
     let mut backoff = MIN_RECONNECT_BACKOFF;
     loop {
         // Between half and all of the backoff, so instances that lost Redis
         // together do not all reconnect at the same instant.
         let backoff_ms = u64::try_from(backoff.as_millis()).unwrap_or(u64::MAX).max(1);
         tokio::time::sleep(Duration::from_millis(rand::random_range(backoff_ms.div_ceil(2)..=backoff_ms))).await;
-        match subscribe(client, channel).await {
+        match redis.subscribe(channel).await {
             Ok(subscription) => return subscription,
             Err(error) => tracing::warn!(channel, %error, "cannot re-subscribe to change events; retrying"),
         }
@@ -227,15 +210,11 @@ async fn resubscribe(client: &redis::Client, channel: &str) -> (PubSubSink, PubS
     }
 }
 
-fn deliver(message: &redis::Msg, local: &broadcast::Sender<ResourceEvent>) {
-    let event = message
-        .get_payload::<String>()
-        .map_err(|error| error.to_string())
-        .and_then(|payload| serde_json::from_str::<ResourceEvent>(&payload).map_err(|error| error.to_string()));
-    match event {
+fn deliver(payload: &str, local: &broadcast::Sender<ResourceEvent>) {
+    match serde_json::from_str::<ResourceEvent>(payload) {
         // An error only means nobody is subscribed.
         Ok(event) => drop(local.send(event)),
-        Err(error) => tracing::warn!(channel = message.get_channel_name(), error, "ignoring malformed change event"),
+        Err(error) => tracing::warn!(%error, "ignoring malformed change event"),
     }
 }
 

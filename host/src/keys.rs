@@ -8,7 +8,7 @@
 //! The store keeps, per key, who the chain of calls started from, which
 //! application holds the key, the execution path, the trace id and the
 //! grants (attachments, later dependencies). In-process by default; in Redis
-//! when `redis.url` is set, so a key minted by one instance works on every
+//! when Redis is configured, so a key minted by one instance works on every
 //! other (the app may call back through any of them).
 //!
 //! [`Keys`] is what the host holds: it mints a key as a [`KeyLease`] and
@@ -31,13 +31,13 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::buckets::BucketLocation;
 use crate::clock::now_ms;
 use crate::identity::Identity;
+use crate::redis_conn::RedisConnection;
 
 /// Characters a key is drawn from (DIAL's alphabet: `0-9a-z-_A-Z`).
 const KEY_ALPHABET: &[u8; 64] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_";
@@ -227,7 +227,7 @@ pub trait KeyStore: Send + Sync {
 }
 
 /// The Redis store when a connection is given, the in-process one otherwise.
-pub fn from_config(redis: Option<&ConnectionManager>, key_prefix: &str) -> Arc<dyn KeyStore> {
+pub fn from_config(redis: Option<&RedisConnection>, key_prefix: &str) -> Arc<dyn KeyStore> {
     match redis {
         Some(connection) => Arc::new(RedisKeys {
             connection: connection.clone(),
@@ -319,11 +319,14 @@ impl KeyStore for InProcessKeys {
     }
 }
 
-/// Keys shared by every instance: `SET <prefix><key> <json> NX PX <ttl>`,
-/// and the key's changes as a list at `<changes_prefix><key>` that expires
-/// with it.
+/// Keys shared by every instance: `SET <prefix>{<key>} <json> NX PX <ttl>`,
+/// and the key's changes as a list at `<changes_prefix>{<key>}` that expires
+/// with it. The key is the hash tag of both names: the scripts and the
+/// atomic read touch the two together, which a Redis Cluster allows only
+/// within one slot (and the keys of different calls still spread over every
+/// primary).
 pub struct RedisKeys {
-    connection: ConnectionManager,
+    connection: RedisConnection,
     prefix: String,
     changes_prefix: String,
 }
@@ -349,6 +352,14 @@ return held
 ";
 
 impl RedisKeys {
+    fn key_name(&self, key: &str) -> String {
+        format!("{}{{{key}}}", self.prefix)
+    }
+
+    fn changes_name(&self, key: &str) -> String {
+        format!("{}{{{key}}}", self.changes_prefix)
+    }
+
     fn unavailable(error: redis::RedisError) -> KeyStoreError {
         KeyStoreError::Unavailable(error.to_string())
     }
@@ -373,7 +384,7 @@ impl KeyStore for RedisKeys {
             loop {
                 let key = new_key();
                 let set: Option<String> = redis::cmd("SET")
-                    .arg(format!("{}{key}", self.prefix))
+                    .arg(self.key_name(&key))
                     .arg(&json)
                     .arg("NX")
                     .arg("PX")
@@ -395,9 +406,9 @@ impl KeyStore for RedisKeys {
             let (json, changes): (Option<String>, Vec<String>) = redis::pipe()
                 .atomic()
                 .cmd("GET")
-                .arg(format!("{}{key}", self.prefix))
+                .arg(self.key_name(key))
                 .cmd("LRANGE")
-                .arg(format!("{}{key}", self.changes_prefix))
+                .arg(self.changes_name(key))
                 .arg(0)
                 .arg(-1)
                 .query_async(&mut connection)
@@ -418,7 +429,7 @@ impl KeyStore for RedisKeys {
             let mut connection = self.connection.clone();
             let append = redis::Script::new(APPEND_CHANGES);
             let mut script = append.prepare_invoke();
-            script.key(format!("{}{key}", self.prefix)).key(format!("{}{key}", self.changes_prefix));
+            script.key(self.key_name(key)).key(self.changes_name(key));
             script.arg(MAX_KEY_CHANGES);
             for change in &changes {
                 script.arg(serde_json::to_string(change).expect("a change serializes"));
@@ -436,8 +447,8 @@ impl KeyStore for RedisKeys {
         Box::pin(async move {
             let mut connection = self.connection.clone();
             let held: i64 = redis::Script::new(RENEW)
-                .key(format!("{}{key}", self.prefix))
-                .key(format!("{}{key}", self.changes_prefix))
+                .key(self.key_name(key))
+                .key(self.changes_name(key))
                 .arg(u64::try_from(hold.as_millis()).unwrap_or(u64::MAX).max(1))
                 .invoke_async(&mut connection)
                 .await
@@ -450,8 +461,8 @@ impl KeyStore for RedisKeys {
         Box::pin(async move {
             let mut connection = self.connection.clone();
             let _: i64 = redis::cmd("DEL")
-                .arg(format!("{}{key}", self.prefix))
-                .arg(format!("{}{key}", self.changes_prefix))
+                .arg(self.key_name(&key))
+                .arg(self.changes_name(&key))
                 .query_async(&mut connection)
                 .await
                 .map_err(Self::unavailable)?;
@@ -462,24 +473,7 @@ impl KeyStore for RedisKeys {
     fn alive(&self) -> KeyFuture<'_, usize> {
         Box::pin(async move {
             let mut connection = self.connection.clone();
-            let mut cursor = 0u64;
-            let mut count = 0;
-            loop {
-                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(format!("{}*", self.prefix))
-                    .arg("COUNT")
-                    .arg(1000)
-                    .query_async(&mut connection)
-                    .await
-                    .map_err(Self::unavailable)?;
-                count += keys.len();
-                if next == 0 {
-                    return Ok(count);
-                }
-                cursor = next;
-            }
+            connection.count_keys(&format!("{}*", self.prefix)).await.map_err(Self::unavailable)
         })
     }
 }

@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod permissions;
 pub mod proxy;
 pub mod publication;
+pub mod redis_conn;
 pub mod resource_url;
 pub mod server;
 pub mod sharing;

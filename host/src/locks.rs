@@ -21,12 +21,12 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::config::LockConfig;
+use crate::redis_conn::RedisConnection;
 
 /// Prefix of every Redis key and channel when `redis.key_prefix` is unset.
 pub const DEFAULT_KEY_PREFIX: &str = "dial-host:";
@@ -81,7 +81,7 @@ pub enum LockError {
 
 /// Picks the Redis implementation when a connection is given, the in-process
 /// one otherwise (a single instance needs nothing more).
-pub fn from_config(redis: Option<&ConnectionManager>, config: &LockConfig, key_prefix: &str) -> Arc<dyn LockService> {
+pub fn from_config(redis: Option<&RedisConnection>, config: &LockConfig, key_prefix: &str) -> Arc<dyn LockService> {
     match redis {
         Some(connection) => Arc::new(RedisLocks::new(connection.clone(), config, key_prefix)),
         None => Arc::new(InProcessLocks::new(config)),
@@ -291,7 +291,7 @@ pub struct RedisLocks {
 }
 
 struct RedisShared {
-    connection: ConnectionManager,
+    connection: RedisConnection,
     key_prefix: String,
     ttl: Duration,
     acquire_timeout: Duration,
@@ -302,7 +302,7 @@ struct RedisShared {
 impl RedisLocks {
     /// Keys are `<key_prefix>lock:<key>`. A TTL below 3 ms is raised to it so
     /// the lease stays valid and the renewal interval is not zero.
-    pub fn new(connection: ConnectionManager, config: &LockConfig, key_prefix: &str) -> Self {
+    pub fn new(connection: RedisConnection, config: &LockConfig, key_prefix: &str) -> Self {
         Self {
             shared: Arc::new(RedisShared {
                 connection,

@@ -119,6 +119,9 @@ async fn check_config(arg: ConfigArg) -> anyhow::Result<ExitCode> {
     let state = server::build_state(&prepared.config).await?;
     println!("configuration OK");
     println!("  storage: {}", prepared.config.storage_url());
+    if let Ok(Some(redis)) = dial_host::redis_conn::RedisTarget::from_config(&prepared.config.redis) {
+        println!("  redis: {redis}");
+    }
     for handler in state.handlers().all() {
         println!("  handler: {} ({}, {})", handler.description().group, handler.label(), handler.source());
     }

@@ -187,14 +187,63 @@ pub fn check_settings(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Longest the start-up check of the store's conditional writes may take.
+const FENCE_CHECK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Refuses a store whose conditional writes are missing or ignored (every commit's fence), unless
+/// `storage.allow_unfenced` says the operator knows; says so loudly either way.
+async fn check_fencing(store: &dyn object_store::ObjectStore, url: &str, allow_unfenced: bool) -> anyhow::Result<()> {
+    let verdict = tokio::time::timeout(FENCE_CHECK_TIMEOUT, storage::check_fencing(store))
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "storage {url} did not answer the check of its conditional writes within {FENCE_CHECK_TIMEOUT:?}"
+            )
+        })?
+        .with_context(|| format!("checking the conditional writes of storage {url}"))?;
+    match verdict {
+        storage::Fencing::Fenced => Ok(()),
+        storage::Fencing::Unfenced(why) if allow_unfenced => {
+            tracing::warn!(
+                storage = url,
+                why,
+                "storage.allow_unfenced is set: this store does not fence commits, so a second writer (another \
+                 instance, or one whose lock lapsed) can overwrite a newer version unnoticed"
+            );
+            Ok(())
+        }
+        storage::Fencing::Unfenced(why) => anyhow::bail!(
+            "storage {url} does not do the conditional writes every commit relies on: {why}. Without them a \
+             writer whose lock lapsed can overwrite a newer commit unnoticed. Use a store that does (S3, GCS, \
+             Azure), or set storage.allow_unfenced = true if exactly one instance ever writes to it \
+             (docs/operations.md)"
+        ),
+    }
+}
+
 /// Everything a running server holds, built from a prepared configuration.
 pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     check_settings(config)?;
     let secret = config.encryption.secret.as_deref().context("encryption.secret is not set")?;
     let auth = Authenticator::new(config.keys.clone(), &config.identity, &config.access)?;
-    let store =
-        crate::metrics::store::MeteredStore::wrap(storage::open(&config.storage_url(), &config.storage.options)?);
-    if !storage::supports_cas_natively(&config.storage_url()) && config.redis.url.is_some() {
+    let storage_url = config.storage_url();
+    let opened = storage::open_with_retry(
+        &storage_url,
+        &config.storage.options,
+        Duration::from_millis(config.storage.retry_timeout_ms.max(1)),
+    )?;
+    check_fencing(opened.as_ref(), &storage_url, config.storage.allow_unfenced).await?;
+    if !storage::tested_backend(&storage_url) {
+        tracing::warn!(
+            storage = storage_url,
+            "this backend has passed the start-up check of its conditional writes, but no emulator of it runs \
+             in the project's tests (docs/operations.md): try it on a staging bucket before production"
+        );
+    }
+    let store = crate::metrics::store::MeteredStore::wrap(opened);
+    if !storage::supports_cas_natively(&config.storage_url())
+        && crate::redis_conn::RedisTarget::from_config(&config.redis)?.is_some()
+    {
         tracing::warn!(
             "storage {} has no conditional writes: it is safe for one instance only, whatever Redis coordinates",
             config.storage_url()
@@ -206,29 +255,10 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     let handlers = HandlerRegistry::load(runtime, &config.handlers).await?;
 
     let key_prefix = config.redis.key_prefix.clone().unwrap_or_else(|| locks::DEFAULT_KEY_PREFIX.into());
-    let redis = match &config.redis.url {
-        Some(url) => {
-            let client = redis::Client::open(url.as_str()).with_context(|| format!("redis.url {url}"))?;
-            // Fail fast while Redis is away (one reconnect attempt per
-            // failed command, each bounded), so requests get their 503 at
-            // once; the next command after Redis returns reconnects.
-            let timeout = Duration::from_millis(config.redis.timeout_ms.max(1));
-            let settings = redis::aio::ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(timeout))
-                .set_response_timeout(Some(timeout))
-                .set_number_of_retries(1);
-            let connection = client
-                .get_connection_manager_with_config(settings)
-                .await
-                .with_context(|| format!("connecting to {url}"))?;
-            Some((client, connection))
-        }
-        None => None,
-    };
-    let locks = locks::from_config(redis.as_ref().map(|(_, c)| c), &config.locks, &key_prefix);
-    let events = events::from_config(redis.as_ref().map(|(client, c)| (client, c)), &key_prefix)
-        .await
-        .context("subscribing to change events")?;
+    let redis = crate::redis_conn::Redis::connect(&config.redis).await?;
+    let connection = redis.as_ref().map(crate::redis_conn::Redis::connection);
+    let locks = locks::from_config(connection.as_ref(), &config.locks, &key_prefix);
+    let events = events::from_config(redis.as_ref(), &key_prefix).await.context("subscribing to change events")?;
     let blobs = Arc::new(
         BlobService::new(
             store.clone(),
@@ -266,7 +296,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
         .with_context(|| format!("opening the audit file {:?}", config.audit.file))?;
     let consent = ConsentStore::new(documents.clone());
     let keys = keys::Keys::new(
-        keys::from_config(redis.as_ref().map(|(_, c)| c), &key_prefix),
+        keys::from_config(connection.as_ref(), &key_prefix),
         Duration::from_secs(config.per_request_key.lease_seconds),
     );
     let proxy = Proxy::new(&config.proxy, &config.per_request_key).context("building the application client")?;
@@ -286,7 +316,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
         store,
         folders,
         blobs,
-        redis: redis.map(|(_, connection)| connection),
+        redis: connection,
         events,
         feed_heartbeat: Duration::from_secs(config.feed.heartbeat_seconds.max(1)),
         feed_subscriptions: crate::http::subscriptions::Subscriptions::new(config.feed.max_subscriptions_per_caller),
@@ -344,6 +374,9 @@ fn print_banner(config: &Config, state: &AppState, address: SocketAddr, keys: Op
     let url = format!("http://{address}");
     println!("dial-host {} listening on {url}", env!("CARGO_PKG_VERSION"));
     println!("  storage:  {}", config.storage_url());
+    if let Ok(Some(redis)) = crate::redis_conn::RedisTarget::from_config(&config.redis) {
+        println!("  redis:    {redis}");
+    }
     for handler in state.handlers().all() {
         println!("  handler:  /v2/{}/ ({}, {})", handler.description().group, handler.label(), handler.source());
     }

@@ -49,11 +49,25 @@ pub enum StorageError {
     Store(#[from] object_store::Error),
 }
 
-/// Opens the store a URL names, with the backend options of `storage.options`.
-///
-/// A path after the bucket (`s3://bucket/some/prefix`) confines the store to that prefix: `parse_url_opts`
-/// only reports it, so the store is wrapped in a [`PrefixStore`].
+/// How long a cloud client keeps retrying one failed call when `storage.retry_timeout_ms` is not set.
+pub const DEFAULT_RETRY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Opens the store a URL names, with the backend options of `storage.options` and the default retry budget.
 pub fn open(url: &str, options: &BTreeMap<String, String>) -> Result<Arc<dyn ObjectStore>, StorageError> {
+    open_with_retry(url, options, DEFAULT_RETRY_TIMEOUT)
+}
+
+/// Opens the store a URL names. A cloud client retries a failed call (5xx, 429, connection errors, and
+/// timeouts of idempotent calls) with backoff for at most `retry_timeout`, so a store that is unreachable
+/// fails requests after about that long instead of object_store's 3 minutes.
+///
+/// A path after the bucket (`s3://bucket/some/prefix`) confines the store to that prefix: the builders
+/// ignore it, so the store is wrapped in a [`PrefixStore`].
+pub fn open_with_retry(
+    url: &str,
+    options: &BTreeMap<String, String>,
+    retry_timeout: Duration,
+) -> Result<Arc<dyn ObjectStore>, StorageError> {
     let local_only = |store: Arc<dyn ObjectStore>| {
         // A typo'd option for a cloud store would otherwise be silently ignored on the local default.
         if options.is_empty() { Ok(store) } else { Err(StorageError::OptionsNotApplicable { url: url.into() }) }
@@ -80,15 +94,175 @@ pub fn open(url: &str, options: &BTreeMap<String, String>) -> Result<Arc<dyn Obj
             return Err(StorageError::UnknownOption { key: key.clone(), url: url.into() });
         }
     }
-    // `parse_url_opts` starts from an empty builder, not `from_env()`; feed the environment first so the
-    // configured options override it (later keys win).
+    // Start from an empty builder, not `from_env()` (which would read variables of every shape); feed the
+    // backend's own environment variables first so the configured options override them (later keys win).
     let from_env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(key, value)| Some((key.into_string().ok()?.to_ascii_lowercase(), value.into_string().ok()?)))
         .filter(|(key, _)| key.starts_with(cloud.env_prefix()) && cloud.knows(key))
         .collect();
-    let all = from_env.into_iter().chain(options.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let (store, prefix) = object_store::parse_url_opts(&parsed, all)?;
-    if prefix.as_ref().is_empty() { Ok(Arc::from(store)) } else { Ok(Arc::new(PrefixStore::new(store, prefix))) }
+    let all: Vec<(String, String)> =
+        from_env.into_iter().chain(options.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))).collect();
+    let unsupported = |_| StorageError::UnsupportedUrl(url.into());
+    let (_, prefix) = object_store::ObjectStoreScheme::parse(&parsed).map_err(unsupported)?;
+    let prefix = Path::parse(prefix).map_err(|_| StorageError::UnsupportedUrl(url.into()))?;
+    let retry = object_store::RetryConfig { retry_timeout, ..Default::default() };
+    let store: Arc<dyn ObjectStore> = match cloud {
+        Cloud::S3 => {
+            let builder = all.into_iter().fold(object_store::aws::AmazonS3Builder::new().with_url(url), |b, (k, v)| {
+                match k.parse() {
+                    Ok(key) => b.with_config(key, v),
+                    Err(_) => b,
+                }
+            });
+            Arc::new(builder.with_retry(retry).build()?)
+        }
+        Cloud::Gcs => {
+            let builder =
+                all.into_iter().fold(object_store::gcp::GoogleCloudStorageBuilder::new().with_url(url), |b, (k, v)| {
+                    match k.parse() {
+                        Ok(key) => b.with_config(key, v),
+                        Err(_) => b,
+                    }
+                });
+            Arc::new(builder.with_retry(retry).build()?)
+        }
+        Cloud::Azure => {
+            let builder =
+                all.into_iter().fold(object_store::azure::MicrosoftAzureBuilder::new().with_url(url), |b, (k, v)| {
+                    match k.parse() {
+                        Ok(key) => b.with_config(key, v),
+                        Err(_) => b,
+                    }
+                });
+            Arc::new(builder.with_retry(retry).build()?)
+        }
+    };
+    if prefix.as_ref().is_empty() { Ok(store) } else { Ok(Arc::new(PrefixStore::new(store, prefix))) }
+}
+
+/// Backends the project's own tests run against an emulator of (local disk, memory, S3 on moto, Azure on
+/// Azurite). GCS has none that speaks the API object_store uses (see docs/operations.md): it is built and
+/// checked at start like the others, but no test of this project has run it.
+pub fn tested_backend(url: &str) -> bool {
+    !url::Url::parse(url).is_ok_and(|parsed| matches!(Cloud::of(parsed.scheme()), Some(Cloud::Gcs)))
+}
+
+/// What the start-up check found about a store's conditional writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fencing {
+    /// Create-only and compare-and-swap writes are refused when they should be.
+    Fenced,
+    /// The store accepted a write it should have refused, or cannot make one: the reason, for the operator.
+    Unfenced(String),
+}
+
+/// Checks that the store really does the conditional writes every commit relies on, by writing a probe
+/// object under `.dial-host/fence-probe/` (and deleting it): a create-only write over an existing object
+/// must be refused, a compare-and-swap on the version read must land, and one on a stale version must be
+/// refused. A store that ignores the conditions (some emulators and S3-compatible servers do) would let a
+/// writer whose lock lapsed overwrite a newer commit without anyone noticing; the server refuses to start
+/// on it unless `storage.allow_unfenced` is set. Errors other than those answers (the store unreachable,
+/// no permission) are returned as they are.
+pub async fn check_fencing(store: &dyn ObjectStore) -> Result<Fencing, StorageError> {
+    let path = Path::from(format!(".dial-host/fence-probe/{}", probe_id()));
+    let result = probe_fencing(store, &path).await;
+    // Best effort: the probe is a few bytes, and a failed delete must not hide the verdict.
+    if let Err(error) = store.delete(&path).await
+        && !matches!(error, object_store::Error::NotFound { .. })
+    {
+        tracing::warn!(%error, path = %path, "could not delete the conditional-write probe");
+    }
+    result
+}
+
+async fn probe_fencing(store: &dyn ObjectStore, path: &Path) -> Result<Fencing, StorageError> {
+    let unfenced = |why: &str| Ok(Fencing::Unfenced(why.to_string()));
+    let create = PutOptions::from(PutMode::Create);
+    let first = match store.put_opts(path, "probe 1".into(), create.clone()).await {
+        Ok(result) => result,
+        Err(object_store::Error::NotImplemented { .. }) => return unfenced("it cannot make create-only writes"),
+        Err(error) => return Err(error.into()),
+    };
+    match store.put_opts(path, "probe 2".into(), create).await {
+        Err(object_store::Error::AlreadyExists { .. }) => {}
+        Ok(_) => return unfenced("a create-only write over an existing object was accepted"),
+        Err(error) => return Err(error.into()),
+    }
+    let update = |result: &PutResult| PutOptions::from(PutMode::Update(UpdateVersion::from(result.clone())));
+    let second = match store.put_opts(path, "probe 3".into(), update(&first)).await {
+        Ok(result) => result,
+        Err(object_store::Error::NotImplemented { .. }) => return unfenced("it cannot make compare-and-swap writes"),
+        Err(object_store::Error::Precondition { .. }) => {
+            return unfenced("a compare-and-swap write on the version just written was refused");
+        }
+        Err(error) => return Err(error.into()),
+    };
+    if second.e_tag == first.e_tag && second.version == first.version {
+        return unfenced("a write that changed the object kept its ETag and version");
+    }
+    match store.put_opts(path, "probe 4".into(), update(&first)).await {
+        Err(object_store::Error::Precondition { .. }) => {}
+        Ok(_) => return unfenced("a compare-and-swap write on a stale version was accepted"),
+        Err(error) => return Err(error.into()),
+    }
+    match store.get(path).await?.bytes().await?.as_ref() {
+        b"probe 3" => Ok(Fencing::Fenced),
+        _ => unfenced("a refused write changed the object anyway"),
+    }
+}
+
+/// A name no other instance's concurrent probe uses.
+fn probe_id() -> String {
+    let mut bytes = [0u8; 8];
+    rand::fill(&mut bytes[..]);
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// Deletes every location; one already gone counts as deleted, since it is
+/// (another instance's sweep got there first). The backends disagree on
+/// that case: S3 answers 204, Azure's batch delete 404 per missing blob, the
+/// local store `NotFound`. Returns how many locations are now gone.
+pub async fn delete_all(store: &dyn ObjectStore, locations: Vec<Path>) -> object_store::Result<usize> {
+    use futures_util::{StreamExt, TryStreamExt};
+    let locations = futures_util::stream::iter(locations.into_iter().map(Ok)).boxed();
+    store
+        .delete_stream(locations)
+        .or_else(|error| async move {
+            match error {
+                object_store::Error::NotFound { path, .. } => Ok(Path::from(path)),
+                error => Err(error),
+            }
+        })
+        .try_fold(0, |deleted, _| async move { Ok(deleted + 1) })
+        .await
+}
+
+/// Whether a store error means the store could not be reached or did not answer in time (the request may
+/// be retried: 503), rather than that it answered with a failure.
+pub fn is_unavailable(error: &object_store::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if let Some(http) = current.downcast_ref::<object_store::client::HttpError>() {
+            return matches!(
+                http.kind(),
+                object_store::client::HttpErrorKind::Connect
+                    | object_store::client::HttpErrorKind::Timeout
+                    | object_store::client::HttpErrorKind::Request
+                    | object_store::client::HttpErrorKind::Interrupted
+            );
+        }
+        if let Some(io) = current.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::TimedOut
+                    | std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+            );
+        }
+        source = current.source();
+    }
+    false
 }
 
 /// Bytes the local filesystem holds in one file or directory name.

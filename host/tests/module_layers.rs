@@ -39,6 +39,7 @@ const CRATES: &[Crate] = &[Crate {
         // the runtime's own settings and metrics, which the root config and the exporter name
         &["handlers::config", "handlers::metrics"],
         &["config", "metrics"],
+        &["redis_conn"],
         &["buckets", "storage", "locks", "events", "documents", "handlers"],
         &["folders::names", "folders::layout", "folders::marker", "folders::error", "keys"],
         &[

@@ -1,118 +1,80 @@
-//! Locks and change events, in-process and against a real `redis-server`.
+//! Locks, change events and per-request keys, in-process and against real
+//! Redis in each shape the host supports: one `redis-server`, a Redis Cluster
+//! of three primaries, and a primary with a replica behind three sentinels.
+//! The shared suites run on every shape (`mod single`, `mod cluster`,
+//! `mod sentinel` at the bottom); outages are shape by shape: a restarted
+//! server, a cluster primary killed and restarted, a Sentinel failover during
+//! writes.
 //!
-//! Each Redis test starts its own throwaway server on a free port. Without
-//! `redis-server` installed the Redis tests are skipped with a note, except
-//! in CI (`CI=true`), where a missing server is a failure: a skipped suite
-//! there would hide regressions.
+//! Each Redis test starts its own servers on free ports (`tests/services.rs`).
+//! Without `redis-server` installed the Redis tests are skipped with a note,
+//! except in CI (`CI=true`), where a missing server is a failure: a skipped
+//! suite there would hide regressions.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+#[path = "../../tests/services.rs"]
+mod services;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dial_host::config::LockConfig;
+use dial_host::config::{LockConfig, RedisConfig};
 use dial_host::events::{EventAction, EventBus, InProcessEvents, RedisEvents, ResourceEvent};
 use dial_host::locks::{InProcessLocks, LockError, LockService, RedisLocks};
-use redis::aio::ConnectionManager;
+use dial_host::redis_conn::{Redis, RedisConnection};
 use tokio::time::{Instant, sleep, timeout};
 
 /// Long enough for a slow CI machine; only ever waited out when a test fails.
 const PATIENCE: Duration = Duration::from_secs(10);
 const PREFIX: &str = "test:";
 
-struct RedisServer {
-    child: Child,
-    port: u16,
+/// Redis in one of the shapes the host connects to.
+enum RedisServer {
+    Single(services::Redis),
+    Cluster(services::RedisCluster),
+    Sentinel(services::RedisSentinel),
 }
 
 impl RedisServer {
-    /// A fresh server, or `None` (after a note) when `redis-server` is not
-    /// installed and this is not CI.
-    async fn start() -> Option<Self> {
-        if let Err(error) = Command::new("redis-server").arg("--version").stdout(Stdio::null()).status() {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "redis-server is required in CI (apt-get install redis-server): {error}"
-            );
-            eprintln!("note: skipping Redis test, redis-server is not installed ({error})");
-            return None;
-        }
-        // A port picked this way can be taken before the server binds it;
-        // retry with another one if the server exits at once.
-        for _ in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()).unwrap().port();
-            let mut server = Self { child: spawn_server(port), port };
-            if server.wait_until_ready().await {
-                return Some(server);
+    /// `shape` is `single`, `cluster` or `sentinel`; `None` (after a note)
+    /// when `redis-server` is not installed and this is not CI.
+    fn start(shape: &str) -> Option<Self> {
+        Some(match shape {
+            "single" => Self::Single(services::redis()?),
+            "cluster" => Self::Cluster(services::redis_cluster()?),
+            "sentinel" => Self::Sentinel(services::redis_sentinel()?),
+            other => panic!("no Redis shape {other}"),
+        })
+    }
+
+    /// The `[redis]` settings an instance would have.
+    fn config(&self) -> RedisConfig {
+        let mut config = RedisConfig::default();
+        match self {
+            Self::Single(redis) => config.url = Some(redis.url.clone()),
+            Self::Cluster(cluster) => config.cluster_nodes = cluster.nodes.clone(),
+            Self::Sentinel(sentinel) => {
+                config.sentinels = sentinel.sentinels.clone();
+                config.sentinel_master = Some(sentinel.master_name.into());
             }
         }
-        panic!("redis-server did not start");
+        config
     }
 
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+    /// A fresh connection, as another instance would open.
+    async fn redis(&self) -> Redis {
+        Redis::connect(&self.config()).await.unwrap().expect("Redis is configured")
     }
 
-    fn client(&self) -> redis::Client {
-        redis::Client::open(self.url()).unwrap()
-    }
-
-    async fn connection(&self) -> ConnectionManager {
-        self.client().get_connection_manager().await.unwrap()
-    }
-
-    /// Kills the server and starts a new, empty one on the same port.
-    async fn restart(&mut self) {
-        self.stop();
-        self.child = spawn_server(self.port);
-        assert!(self.wait_until_ready().await, "redis-server did not restart on port {}", self.port);
-    }
-
-    /// Whether the server answers PING before [`PATIENCE`] runs out; false
-    /// at once if it exited.
-    async fn wait_until_ready(&mut self) -> bool {
-        let deadline = Instant::now() + PATIENCE;
-        while Instant::now() < deadline {
-            if self.child.try_wait().unwrap().is_some() {
-                return false;
-            }
-            if let Ok(mut connection) = self.client().get_multiplexed_async_connection().await
-                && redis::cmd("PING").query_async::<String>(&mut connection).await.is_ok()
-            {
-                return true;
-            }
-            sleep(Duration::from_millis(20)).await;
-        }
-        self.stop();
-        false
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    async fn connection(&self) -> RedisConnection {
+        self.redis().await.connection()
     }
 }
 
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn spawn_server(port: u16) -> Child {
-    Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-/// Starts a server or returns from the test (see [`RedisServer::start`]).
+/// Starts Redis of a shape or returns from the test (see [`RedisServer::start`]).
 macro_rules! redis_server_or_skip {
-    () => {
-        match RedisServer::start().await {
+    ($shape:expr) => {
+        match RedisServer::start($shape) {
             Some(server) => server,
             None => return,
         }
@@ -128,7 +90,7 @@ async fn redis_locks(server: &RedisServer, ttl_ms: u64, acquire_timeout_ms: u64)
 }
 
 async fn redis_events(server: &RedisServer, key_prefix: &str) -> RedisEvents {
-    RedisEvents::connect(server.client(), server.connection().await, key_prefix).await.unwrap()
+    RedisEvents::connect(server.redis().await, key_prefix).await.unwrap()
 }
 
 fn event(action: EventAction, url: &str, etag: Option<&str>) -> ResourceEvent {
@@ -204,9 +166,8 @@ async fn in_process_locks_give_mutual_exclusion() {
     assert_mutual_exclusion(&[Arc::new(InProcessLocks::new(&lock_config(1_000, 30_000)))]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn redis_locks_give_mutual_exclusion_across_instances() {
-    let server = redis_server_or_skip!();
+async fn redis_locks_give_mutual_exclusion_across_instances(shape: &str) {
+    let server = redis_server_or_skip!(shape);
     let hosts = [redis_locks(&server, 10_000, 30_000).await, redis_locks(&server, 10_000, 30_000).await];
     assert_mutual_exclusion(&hosts).await;
 }
@@ -217,9 +178,8 @@ async fn in_process_second_acquirer_gets_lock_after_release() {
     assert_waiter_gets_lock_after_release(locks.clone(), locks).await;
 }
 
-#[tokio::test]
-async fn redis_second_acquirer_gets_lock_after_release() {
-    let server = redis_server_or_skip!();
+async fn redis_second_acquirer_gets_lock_after_release(shape: &str) {
+    let server = redis_server_or_skip!(shape);
     let (first, second) = (redis_locks(&server, 10_000, 30_000).await, redis_locks(&server, 10_000, 30_000).await);
     assert_waiter_gets_lock_after_release(first, second).await;
 }
@@ -230,9 +190,8 @@ async fn in_process_acquire_times_out_naming_the_key() {
     assert_acquire_times_out(&locks, &locks).await;
 }
 
-#[tokio::test]
-async fn redis_acquire_times_out_naming_the_key() {
-    let server = redis_server_or_skip!();
+async fn redis_acquire_times_out_naming_the_key(shape: &str) {
+    let server = redis_server_or_skip!(shape);
     let (holder, impatient) = (redis_locks(&server, 10_000, 30_000).await, redis_locks(&server, 10_000, 100).await);
     assert_acquire_times_out(holder.as_ref(), impatient.as_ref()).await;
 }
@@ -241,9 +200,8 @@ async fn redis_acquire_times_out_naming_the_key() {
 // Redis leases
 // ---------------------------------------------------------------------------
 
-#[tokio::test]
-async fn redis_renewal_keeps_lock_held_past_its_ttl() {
-    let server = redis_server_or_skip!();
+async fn redis_renewal_keeps_lock_held_past_its_ttl(shape: &str) {
+    let server = redis_server_or_skip!(shape);
     // A 600 ms lease, renewed every 200 ms: a renewal may slip by 400 ms on a
     // loaded machine (tests run in parallel on two cores) before it lapses.
     let holder = redis_locks(&server, 600, 5_000).await;
@@ -263,9 +221,8 @@ async fn redis_renewal_keeps_lock_held_past_its_ttl() {
     contender.acquire("bucket:renewed").await.unwrap();
 }
 
-#[tokio::test]
-async fn redis_stale_holder_cannot_release_newer_holders_lock() {
-    let server = redis_server_or_skip!();
+async fn redis_stale_holder_cannot_release_newer_holders_lock(shape: &str) {
+    let server = redis_server_or_skip!(shape);
     let locks = redis_locks(&server, 1_500, 5_000).await;
     let mut raw = server.connection().await;
     let stale = locks.acquire("bucket:contested").await.unwrap();
@@ -284,9 +241,8 @@ async fn redis_stale_holder_cannot_release_newer_holders_lock() {
     assert!(!newer.is_lost());
 }
 
-#[tokio::test]
-async fn redis_guard_reports_loss_when_key_is_deleted() {
-    let server = redis_server_or_skip!();
+async fn redis_guard_reports_loss_when_key_is_deleted(shape: &str) {
+    let server = redis_server_or_skip!(shape);
     let locks = redis_locks(&server, 600, 5_000).await;
     let guard = locks.acquire("resource:files/x/a.txt").await.unwrap();
     assert!(!guard.is_lost());
@@ -303,7 +259,8 @@ async fn redis_guard_reports_loss_when_key_is_deleted() {
 /// before the key can expire on the server.
 #[tokio::test]
 async fn redis_guard_is_not_trusted_once_renewal_stops_answering() {
-    let server = redis_server_or_skip!();
+    // CLIENT PAUSE stops one server: the single shape says it plainly.
+    let server = redis_server_or_skip!("single");
     let locks = redis_locks(&server, 900, 5_000).await;
     let guard = locks.acquire("bucket:paused").await.unwrap();
     assert!(guard.ensure_held().is_ok());
@@ -331,9 +288,8 @@ async fn in_process_events_reach_every_subscriber() {
     assert_eq!(second.recv().await.unwrap(), created);
 }
 
-#[tokio::test]
-async fn redis_events_reach_subscribers_of_another_instance() {
-    let server = redis_server_or_skip!();
+async fn redis_events_reach_subscribers_of_another_instance(shape: &str) {
+    let server = redis_server_or_skip!(shape);
     let (host_a, host_b) = (redis_events(&server, PREFIX).await, redis_events(&server, PREFIX).await);
     let mut on_b = host_b.subscribe();
     let updated = event(EventAction::Update, "files/abc/dir/a b.txt", Some("\"9f86d08\""));
@@ -342,9 +298,8 @@ async fn redis_events_reach_subscribers_of_another_instance() {
     assert_eq!(received, updated);
 }
 
-#[tokio::test]
-async fn redis_events_reach_local_subscribers_exactly_once() {
-    let server = redis_server_or_skip!();
+async fn redis_events_reach_local_subscribers_exactly_once(shape: &str) {
+    let server = redis_server_or_skip!(shape);
     let (host, other_host) = (redis_events(&server, PREFIX).await, redis_events(&server, PREFIX).await);
     let mut local = host.subscribe();
     let (first, second) =
@@ -361,9 +316,8 @@ async fn redis_events_reach_local_subscribers_exactly_once() {
     }
 }
 
-#[tokio::test]
-async fn redis_events_stay_within_their_key_prefix() {
-    let server = redis_server_or_skip!();
+async fn redis_events_stay_within_their_key_prefix(shape: &str) {
+    let server = redis_server_or_skip!(shape);
     let (ours, theirs) = (redis_events(&server, PREFIX).await, redis_events(&server, "other:").await);
     let mut on_theirs = theirs.subscribe();
     ours.publish(event(EventAction::Update, "files/abc/ours", None)).await;
@@ -373,23 +327,123 @@ async fn redis_events_stay_within_their_key_prefix() {
     assert_eq!(timeout(PATIENCE, on_theirs.recv()).await.unwrap().unwrap(), their_event);
 }
 
-#[tokio::test]
-async fn redis_events_resume_after_redis_restarts() {
-    let mut server = redis_server_or_skip!();
+/// Events published while the subscription is down are lost (at-most-once),
+/// so keep publishing until one gets through after the outage.
+async fn redis_events_resume_after_an_outage(shape: &str) {
+    let mut server = redis_server_or_skip!(shape);
     let (host_a, host_b) = (redis_events(&server, PREFIX).await, redis_events(&server, PREFIX).await);
     let mut on_b = host_b.subscribe();
-    server.restart().await;
-    // Events sent before the subscriber is back are lost (at-most-once), so
-    // keep publishing until one gets through.
-    let deadline = Instant::now() + PATIENCE * 2;
-    let probe = event(EventAction::Update, "files/abc/after-restart", Some("e2"));
+    server.outage().await;
+    let deadline = Instant::now() + PATIENCE * 3;
+    let probe = event(EventAction::Update, "files/abc/after-outage", Some("e2"));
     loop {
-        assert!(Instant::now() < deadline, "events did not resume after Redis restarted");
+        assert!(Instant::now() < deadline, "events did not resume after the outage ({shape})");
         host_a.publish(probe.clone()).await;
         if let Ok(received) = timeout(Duration::from_millis(200), on_b.recv()).await {
             assert_eq!(received.unwrap(), probe);
             break;
         }
+    }
+}
+
+/// While Redis (or the part of it a key lives on) is away, taking a lock
+/// fails at once with a Redis error — never by waiting out the 30 s acquire
+/// timeout — and once it is back, locks are taken again without a new
+/// connection. The longest refusal is printed (not asserted: two shared cores).
+async fn locks_are_refused_fast_during_an_outage_and_then_resume(shape: &str) {
+    let mut server = redis_server_or_skip!(shape);
+    let locks = redis_locks(&server, 2_000, 30_000).await;
+    drop(locks.acquire("bucket:before").await.unwrap());
+    let (refusals, slowest, outage) = server.during_outage(locks.clone()).await;
+    assert!(refusals > 0, "no lock was refused while Redis was away ({shape})");
+    let deadline = Instant::now() + PATIENCE * 3;
+    let resumed = loop {
+        match locks.acquire("bucket:after").await {
+            Ok(guard) => break guard,
+            Err(LockError::Redis(_)) if Instant::now() < deadline => sleep(Duration::from_millis(50)).await,
+            Err(error) => panic!("locks did not resume after the outage ({shape}): {error}"),
+        }
+    };
+    assert!(!resumed.is_lost());
+    eprintln!("{shape}: {outage}: {refusals} acquisitions refused, the slowest refusal took {slowest:?}");
+}
+
+impl RedisServer {
+    /// Takes Redis away and brings it back: a restart (single), a primary
+    /// killed and restarted (cluster), a failover (sentinel).
+    async fn outage(&mut self) {
+        match self {
+            Self::Single(redis) => redis.restart(),
+            Self::Cluster(cluster) => {
+                cluster.kill(0);
+                sleep(Duration::from_millis(500)).await;
+                tokio::task::block_in_place(|| cluster.restart(0));
+            }
+            Self::Sentinel(sentinel) => tokio::task::block_in_place(|| sentinel.fail_over()),
+        }
+    }
+
+    /// Tries locks in a loop while Redis goes away and comes back; returns
+    /// how many were refused (each with a Redis error, never a timeout), the
+    /// slowest refusal and what the outage was.
+    async fn during_outage(&mut self, locks: Arc<dyn LockService>) -> (usize, Duration, &'static str) {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // The keys to try: on a cluster, ones whose slots the killed primary
+        // (the first node: slots 0–5460) serves.
+        let keys: Vec<String> = match self {
+            Self::Cluster(cluster) => (0..200)
+                .map(|i| format!("bucket:k{i}"))
+                .filter(|key| cluster.slot_of(&format!("{PREFIX}lock:{key}")) <= 5460)
+                .take(5)
+                .collect(),
+            _ => (0..5).map(|i| format!("bucket:k{i}")).collect(),
+        };
+        assert!(!keys.is_empty());
+        let tries = tokio::spawn({
+            let (locks, stop) = (locks.clone(), stop.clone());
+            async move {
+                let (mut refusals, mut slowest) = (0, Duration::ZERO);
+                let mut round = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = &keys[round % keys.len()];
+                    round += 1;
+                    let started = Instant::now();
+                    match locks.acquire(key).await {
+                        Ok(guard) => guard.release().await,
+                        Err(LockError::Redis(_)) => {
+                            refusals += 1;
+                            slowest = slowest.max(started.elapsed());
+                        }
+                        Err(other) => panic!("a lock during the outage failed otherwise than refused: {other}"),
+                    }
+                    sleep(Duration::from_millis(20)).await;
+                }
+                (refusals, slowest)
+            }
+        });
+        sleep(Duration::from_millis(200)).await;
+        let what = match self {
+            Self::Single(redis) => {
+                redis.stop();
+                sleep(Duration::from_millis(1_500)).await;
+                redis.restart();
+                "redis-server stopped for 1.5 s"
+            }
+            Self::Cluster(cluster) => {
+                cluster.kill(0);
+                sleep(Duration::from_millis(1_500)).await;
+                tokio::task::block_in_place(|| cluster.restart(0));
+                "a cluster primary killed for 1.5 s"
+            }
+            Self::Sentinel(sentinel) => {
+                tokio::task::block_in_place(|| sentinel.fail_over());
+                "the primary killed, the replica promoted by Sentinel"
+            }
+        };
+        sleep(Duration::from_millis(1_000)).await;
+        stop.store(true, Ordering::Relaxed);
+        let (refusals, slowest) = tries.await.unwrap();
+        (refusals, slowest, what)
     }
 }
 
@@ -416,9 +470,8 @@ fn key_data(expires_in: Duration) -> dial_host::keys::KeyData {
 
 /// A key minted by one instance works on every other until it is revoked
 /// or its TTL runs out; instances see the same data.
-#[tokio::test]
-async fn redis_keys_are_shared_by_instances_and_end_on_revoke_or_ttl() {
-    let server = redis_server_or_skip!();
+async fn redis_keys_are_shared_by_instances_and_end_on_revoke_or_ttl(shape: &str) {
+    let server = redis_server_or_skip!(shape);
     let first = dial_host::keys::from_config(Some(&server.connection().await), PREFIX);
     let second = dial_host::keys::from_config(Some(&server.connection().await), PREFIX);
     let key = first.mint(key_data(Duration::from_secs(60)), Duration::from_secs(60)).await.unwrap();
@@ -455,10 +508,9 @@ fn key_data_like(seen: &dial_host::keys::KeyData) -> dial_host::keys::KeyData {
 /// A live key's changes (an answer's attachments granted, access passed on
 /// and taken back) made through one instance are seen by every other, in
 /// order; they are held and dropped with the key, and bounded.
-#[tokio::test]
-async fn redis_key_changes_are_shared_and_live_and_die_with_the_key() {
+async fn redis_key_changes_are_shared_and_live_and_die_with_the_key(shape: &str) {
     use dial_host::keys::{Changed, KeyChange, KeyGrant, MAX_KEY_CHANGES};
-    let server = redis_server_or_skip!();
+    let server = redis_server_or_skip!(shape);
     let first = dial_host::keys::from_config(Some(&server.connection().await), PREFIX);
     let second = dial_host::keys::from_config(Some(&server.connection().await), PREFIX);
     let key = first.mint(key_data(Duration::from_secs(60)), Duration::from_millis(400)).await.unwrap();
@@ -478,17 +530,112 @@ async fn redis_key_changes_are_shared_and_live_and_die_with_the_key() {
         let mut redis = redis.clone();
         async move { redis::cmd("PTTL").arg(name).query_async::<i64>(&mut redis).await.unwrap() }
     };
-    let changes_key = format!("{PREFIX}prk-changes:{key}");
+    // Hash-tagged on the key: on a cluster both live in its slot, so the scripts may touch both.
+    let changes_key = format!("{PREFIX}prk-changes:{{{key}}}");
     assert!((1..=400).contains(&pttl(changes_key.clone()).await), "held for the key's lease");
     assert!(second.renew(&key, Duration::from_secs(50)).await.unwrap());
     assert!(pttl(changes_key.clone()).await > 40_000, "renewed with the key");
-    assert!(pttl(format!("{PREFIX}prk:{key}")).await > 40_000);
+    assert!(pttl(format!("{PREFIX}prk:{{{key}}}")).await > 40_000);
     let many = vec![pass("files/B/z"); MAX_KEY_CHANGES];
     assert_eq!(first.change(&key, many).await.unwrap(), Changed::Full);
 
     // Revoked: the changes go with it, and a gone key takes none.
     second.revoke(key.clone()).await.unwrap();
     assert_eq!(first.change(&key, vec![pass("files/B/q")]).await.unwrap(), Changed::Gone);
-    let left: Vec<String> = redis::cmd("KEYS").arg(format!("{PREFIX}prk*")).query_async(&mut redis).await.unwrap();
-    assert!(left.is_empty(), "nothing of the key is left: {left:?}");
+    let left: i64 = redis::cmd("EXISTS")
+        .arg(format!("{PREFIX}prk:{{{key}}}"))
+        .arg(changes_key)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "nothing of the key is left");
 }
+
+/// On a cluster, per-request keys live on every primary: counting them walks
+/// all of them.
+async fn keys_spread_over_the_cluster_are_all_counted(shape: &str) {
+    let server = redis_server_or_skip!(shape);
+    let store = dial_host::keys::from_config(Some(&server.connection().await), PREFIX);
+    let mut minted = Vec::new();
+    for _ in 0..30 {
+        minted.push(store.mint(key_data(Duration::from_secs(60)), Duration::from_secs(60)).await.unwrap());
+    }
+    assert_eq!(store.alive().await.unwrap(), 30);
+    if let RedisServer::Cluster(cluster) = &server {
+        let slots: std::collections::BTreeSet<bool> =
+            minted.iter().map(|key| cluster.slot_of(&format!("{PREFIX}prk:{{{key}}}")) <= 5460).collect();
+        assert_eq!(slots.len(), 2, "keys are not pinned to one primary");
+    }
+    for key in minted {
+        store.revoke(key).await.unwrap();
+    }
+    assert_eq!(store.alive().await.unwrap(), 0);
+}
+
+/// Every Redis test, once per shape.
+macro_rules! on_shape {
+    ($module:ident, $shape:literal) => {
+        mod $module {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn locks_give_mutual_exclusion_across_instances() {
+                super::redis_locks_give_mutual_exclusion_across_instances($shape).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn second_acquirer_gets_lock_after_release() {
+                super::redis_second_acquirer_gets_lock_after_release($shape).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn acquire_times_out_naming_the_key() {
+                super::redis_acquire_times_out_naming_the_key($shape).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn renewal_keeps_lock_held_past_its_ttl() {
+                super::redis_renewal_keeps_lock_held_past_its_ttl($shape).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn stale_holder_cannot_release_newer_holders_lock() {
+                super::redis_stale_holder_cannot_release_newer_holders_lock($shape).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn guard_reports_loss_when_key_is_deleted() {
+                super::redis_guard_reports_loss_when_key_is_deleted($shape).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn events_reach_subscribers_of_another_instance() {
+                super::redis_events_reach_subscribers_of_another_instance($shape).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn events_reach_local_subscribers_exactly_once() {
+                super::redis_events_reach_local_subscribers_exactly_once($shape).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn events_stay_within_their_key_prefix() {
+                super::redis_events_stay_within_their_key_prefix($shape).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn events_resume_after_an_outage() {
+                super::redis_events_resume_after_an_outage($shape).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn locks_are_refused_fast_during_an_outage_and_then_resume() {
+                super::locks_are_refused_fast_during_an_outage_and_then_resume($shape).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn keys_are_shared_by_instances_and_end_on_revoke_or_ttl() {
+                super::redis_keys_are_shared_by_instances_and_end_on_revoke_or_ttl($shape).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn key_changes_are_shared_and_live_and_die_with_the_key() {
+                super::redis_key_changes_are_shared_and_live_and_die_with_the_key($shape).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn keys_spread_over_the_cluster_are_all_counted() {
+                super::keys_spread_over_the_cluster_are_all_counted($shape).await;
+            }
+        }
+    };
+}
+
+on_shape!(single, "single");
+on_shape!(cluster, "cluster");
+on_shape!(sentinel, "sentinel");

@@ -1,6 +1,7 @@
 //! Black-box tests: the real `dial-host` binary, real HTTP.
 
 mod auth;
+mod backends;
 mod cli;
 mod cluster;
 mod connections;
@@ -15,9 +16,13 @@ mod limits;
 mod metrics;
 mod openapi;
 mod outage;
+#[path = "../partition.rs"]
+mod partition;
+mod partitions;
 mod publication;
 #[path = "../random_bytes.rs"]
 mod random_bytes;
+mod redis_shapes;
 mod resource_ops;
 mod sdk;
 mod security;

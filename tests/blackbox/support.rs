@@ -243,6 +243,7 @@ impl Setup {
 }
 
 /// A tiny HTTP client bound to one server.
+#[derive(Clone)]
 pub struct Client {
     base: String,
     http: reqwest::Client,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use futures_util::{Stream, StreamExt, TryStreamExt};
+use futures_util::Stream;
 use object_store::path::Path;
 
 use super::engine::{Committed, FolderEngine};
@@ -219,8 +219,7 @@ impl FolderEngine {
             let stale = built.keys().filter(|file| file.as_str() != path && !files.contains_key(*file));
             let stale: Vec<Path> = stale.map(|file| node.paths.file(version, file)).collect();
             if !stale.is_empty() {
-                let locations = futures_util::stream::iter(stale.into_iter().map(Ok)).boxed();
-                self.store.delete_stream(locations).try_for_each(|_| async { Ok(()) }).await?;
+                crate::storage::delete_all(self.store.as_ref(), stale).await?;
             }
         }
         let copies = files

@@ -324,8 +324,8 @@ impl Sweeper {
     async fn delete_prefix(&self, prefix: &Path) -> Result<(usize, u64), FolderError> {
         let listed: Vec<ObjectMeta> = self.store().list(Some(prefix)).try_collect().await?;
         let bytes = listed.iter().map(|meta| meta.size).sum();
-        let locations = futures_util::stream::iter(listed.into_iter().map(|meta| Ok(meta.location))).boxed();
-        let deleted: Vec<Path> = self.store().delete_stream(locations).try_collect().await?;
-        Ok((deleted.len(), bytes))
+        let deleted =
+            crate::storage::delete_all(self.store(), listed.into_iter().map(|meta| meta.location).collect()).await?;
+        Ok((deleted, bytes))
     }
 }

@@ -202,7 +202,8 @@ impl From<DocumentError> for ApiError {
                 tracing::warn!(%error, "contended document");
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, "Too many concurrent changes; retry")
             }
-            DocumentError::Storage(_) | DocumentError::Corrupt { .. } => {
+            DocumentError::Storage(ref store) => Self::storage(store, &error),
+            DocumentError::Corrupt { .. } => {
                 tracing::error!(%error, "storage error");
                 Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Storage error")
             }
@@ -258,10 +259,7 @@ impl From<FolderError> for ApiError {
             FolderError::FolderNotEmpty(_) | FolderError::Conflict(_) => StatusCode::CONFLICT,
             FolderError::TooSlow { .. } => StatusCode::REQUEST_TIMEOUT,
             FolderError::Lock(lock) => return Self::from(lock),
-            FolderError::Storage(storage) => {
-                tracing::error!(error = %storage, "storage error");
-                return Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Storage error");
-            }
+            FolderError::Storage(storage) => return Self::storage(storage, storage),
         };
         Self::new(status, error.to_string())
     }
@@ -280,7 +278,8 @@ impl From<BlobError> for ApiError {
             BlobError::Precondition(_) => StatusCode::PRECONDITION_FAILED,
             BlobError::Conflict(_) => StatusCode::CONFLICT,
             BlobError::Lock(lock) => return Self::from(lock),
-            BlobError::Corrupt { .. } | BlobError::Storage(_) => {
+            BlobError::Storage(store) => return Self::storage(store, &error),
+            BlobError::Corrupt { .. } => {
                 tracing::error!(%error, "storage error");
                 return Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Storage error");
             }
@@ -305,7 +304,35 @@ impl From<&LockError> for ApiError {
 
 impl From<StorageError> for ApiError {
     fn from(error: StorageError) -> Self {
-        tracing::error!(%error, "storage error");
+        match &error {
+            StorageError::Store(store) => Self::storage(store, &error),
+            StorageError::NoAnswer(_) => {
+                tracing::warn!(%error, "storage unavailable");
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, STORE_UNAVAILABLE)
+            }
+            _ => {
+                tracing::error!(%error, "storage error");
+                Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Storage error")
+            }
+        }
+    }
+}
+
+/// What a client is told while the store cannot be reached.
+const STORE_UNAVAILABLE: &str = "The store is unavailable; retry";
+
+impl ApiError {
+    /// A store failure (`shown` is the error as logged; it names internal
+    /// paths, so clients never see it): 503 when the store could not be
+    /// reached or did not answer in time — the request may be retried, and
+    /// nothing was committed unless the commit's own answer was lost — 500
+    /// when it answered with a failure.
+    fn storage(store: &object_store::Error, shown: &dyn std::fmt::Display) -> Self {
+        if crate::storage::is_unavailable(store) {
+            tracing::warn!(error = %shown, "storage unavailable");
+            return Self::new(StatusCode::SERVICE_UNAVAILABLE, STORE_UNAVAILABLE);
+        }
+        tracing::error!(error = %shown, "storage error");
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Storage error")
     }
 }

@@ -47,7 +47,7 @@ pub struct Services {
     pub folders: Arc<FolderEngine>,
     pub blobs: Arc<BlobService>,
     /// The shared Redis connection (locks, key store, events), for `/ready`.
-    pub redis: Option<redis::aio::ConnectionManager>,
+    pub redis: Option<crate::redis_conn::RedisConnection>,
     /// Committed changes, from every instance: the change feed's source.
     pub events: Arc<dyn crate::events::EventBus>,
     pub feed_heartbeat: std::time::Duration,
@@ -156,7 +156,7 @@ impl AppState {
         &self.inner.blobs
     }
 
-    pub fn redis(&self) -> Option<&redis::aio::ConnectionManager> {
+    pub fn redis(&self) -> Option<&crate::redis_conn::RedisConnection> {
         self.inner.redis.as_ref()
     }
 }
