@@ -102,13 +102,13 @@ fn main() {
     if let (true, Some(handler)) = (wanted("put-get") || wanted("put-get-s3"), &handler) {
         let moto = services::moto().expect("moto for the S3 rows: run scripts/test once to install it");
         moto.create_bucket("bench");
-        let store = dial_host::storage::open("s3://bench", &moto.storage_options()).unwrap();
+        let store = dial_host::backends::open("s3://bench", &moto.storage_options()).unwrap();
         runtime.block_on(put_and_get(handler, "S3 (moto on the same machine)", store));
     }
     if let (true, Some(handler)) = (wanted("put-get") || wanted("put-get-azure"), &handler) {
         let azurite = services::azurite().expect("Azurite for the Azure rows: run scripts/test once to install it");
         azurite.create_container("bench");
-        let store = dial_host::storage::open("az://bench", &azurite.storage_options()).unwrap();
+        let store = dial_host::backends::open("az://bench", &azurite.storage_options()).unwrap();
         runtime.block_on(put_and_get(handler, "Azure Blob (Azurite on the same machine)", store));
     }
     if wanted("upload-s3") {
@@ -126,7 +126,7 @@ fn main() {
     if let (true, Some(handler)) = (wanted("history"), &handler) {
         let moto = services::moto().expect("moto for the history item: run scripts/test once to install it");
         moto.create_bucket("bench-history");
-        let store = dial_host::storage::open("s3://bench-history", &moto.storage_options()).unwrap();
+        let store = dial_host::backends::open("s3://bench-history", &moto.storage_options()).unwrap();
         runtime.block_on(history(handler, store));
     }
 
@@ -158,7 +158,7 @@ fn engine_with(store: Arc<dyn ObjectStore>, config: FoldersConfig) -> FolderEngi
 
 /// The local filesystem backend, as the server opens it.
 fn local_store(dir: &tempfile::TempDir) -> Arc<dyn ObjectStore> {
-    dial_host::storage::open(&format!("file://{}", dir.path().display()), &Default::default()).unwrap()
+    dial_host::backends::open(&format!("file://{}", dir.path().display()), &Default::default()).unwrap()
 }
 
 fn node(path: &str) -> Node {
@@ -644,7 +644,7 @@ async fn big_upload_to_s3() {
 
     // Baseline: the same bytes through object_store's buffered multipart
     // writer (8 MiB parts), one file after the other.
-    let store = dial_host::storage::open("s3://big", &moto.storage_options()).unwrap();
+    let store = dial_host::backends::open("s3://big", &moto.storage_options()).unwrap();
     let pool = Bytes::from(random_bytes(42, 1 << 20));
     let blob = BIG_TOTAL / BIG_BLOBS as u64;
     let start = Instant::now();

@@ -1,38 +1,24 @@
 //! dial-host: stores and serves resources for LLM applications with DIAL
 //! Core's HTTP API. Folder-shaped resource types are WebAssembly components.
 //!
+//! This crate is the binary's side: the router and its wire types, the
+//! OpenAPI document, the proxy to applications, the listener, the server's
+//! start and stop, telemetry and the CLI. The domain is `dial-core` and the
+//! handler runtime `dial-handler-runtime`; their modules are re-exported
+//! here under their own names, so `dial_host::folders` is the engine.
+//!
 //! See `ARCHITECTURE.md` at the repository root for the map.
 
-pub mod access;
-pub mod apps;
-pub mod audit;
-pub mod auth;
-pub mod blobs;
-pub mod buckets;
+pub use dial_core::{
+    access, apps, audit, auth, blobs, buckets, clock, config, consent, dependencies, documents, etag, events, folders,
+    handlers, hashing, identity, keys, listing_cache, locks, metrics, permissions, publication, redis_conn,
+    resource_url, sharing, storage,
+};
+
+pub mod backends;
 pub mod cli;
-pub mod clock;
-pub mod config;
-pub mod consent;
-pub mod dependencies;
-pub mod documents;
-pub mod etag;
-pub mod events;
-pub mod folders;
-pub mod handlers;
-pub mod hashing;
 pub mod http;
-pub mod identity;
-pub mod keys;
 pub mod listener;
-pub mod listing_cache;
-pub mod locks;
-pub mod metrics;
-pub mod permissions;
 pub mod proxy;
-pub mod publication;
-pub mod redis_conn;
-pub mod resource_url;
 pub mod server;
-pub mod sharing;
-pub mod storage;
 pub mod telemetry;

@@ -227,13 +227,13 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     let secret = config.encryption.secret.as_deref().context("encryption.secret is not set")?;
     let auth = Authenticator::new(config.keys.clone(), &config.identity, &config.access)?;
     let storage_url = config.storage_url();
-    let opened = storage::open_with_retry(
+    let opened = crate::backends::open_with_retry(
         &storage_url,
         &config.storage.options,
         Duration::from_millis(config.storage.retry_timeout_ms.max(1)),
     )?;
     check_fencing(opened.as_ref(), &storage_url, config.storage.allow_unfenced).await?;
-    if !storage::tested_backend(&storage_url) {
+    if !crate::backends::tested_backend(&storage_url) {
         tracing::warn!(
             storage = storage_url,
             "this backend has passed the start-up check of its conditional writes, but no emulator of it runs \
@@ -241,7 +241,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
         );
     }
     let store = crate::metrics::store::MeteredStore::wrap(opened);
-    if !storage::supports_cas_natively(&config.storage_url())
+    if !crate::backends::supports_cas_natively(&config.storage_url())
         && crate::redis_conn::RedisTarget::from_config(&config.redis)?.is_some()
     {
         tracing::warn!(

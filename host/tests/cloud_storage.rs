@@ -1,5 +1,5 @@
 //! The cloud backends against real emulators — S3 on moto, Azure Blob on Azurite — through
-//! `dial_host::storage::open`: the conditional writes commits rely on (and the start-up check of them),
+//! `dial_host::backends::open`: the conditional writes commits rely on (and the start-up check of them),
 //! sixteen racing compare-and-swap writers, delimiter listings and paging, multipart uploads of large
 //! files, URL prefixes, readiness and documents updated from two clients. Every test runs once per
 //! backend (`mod s3`, `mod azure` at the bottom).
@@ -13,6 +13,7 @@ mod services;
 
 use std::sync::Arc;
 
+use dial_host::backends;
 use dial_host::storage::{self, Fencing, StorageError};
 use futures_util::TryStreamExt;
 use object_store::list::{PaginatedListOptions, PaginatedListStore};
@@ -23,7 +24,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, UpdateVersi
 fn cloud_store(backend: &str, bucket: &str, suffix: &str) -> Option<(services::Emulator, Arc<dyn ObjectStore>)> {
     let emulator = services::emulator(backend)?;
     emulator.create(bucket);
-    let store = storage::open(&format!("{}{suffix}", emulator.url(bucket)), &emulator.storage_options()).unwrap();
+    let store = backends::open(&format!("{}{suffix}", emulator.url(bucket)), &emulator.storage_options()).unwrap();
     Some((emulator, store))
 }
 
@@ -141,7 +142,7 @@ async fn delimiter_listings_page(backend: &str) {
                 .unwrap(),
         ),
     };
-    let store = storage::open(&emulator.url("paging"), &options).unwrap();
+    let store = backends::open(&emulator.url("paging"), &options).unwrap();
     for version in 1..=5 {
         store.put(&Path::from(format!("r/v/{version}/a.txt")), "x".into()).await.unwrap();
     }
@@ -192,7 +193,7 @@ async fn multipart_upload_reads_back_intact(backend: &str) {
 
 async fn url_prefix_keeps_objects_under_it(backend: &str) {
     let Some((emulator, prefixed)) = cloud_store(backend, "prefixed", "/some/prefix") else { return };
-    let whole = storage::open(&emulator.url("prefixed"), &emulator.storage_options()).unwrap();
+    let whole = backends::open(&emulator.url("prefixed"), &emulator.storage_options()).unwrap();
 
     let created = prefixed.put_opts(&Path::from("r/marker.json"), "one".into(), PutMode::Create.into()).await.unwrap();
     prefixed.put_opts(&Path::from("r/marker.json"), "two".into(), update(created)).await.unwrap();
@@ -219,7 +220,7 @@ async fn check_ready_follows_the_server(backend: &str) {
 
 async fn a_missing_bucket_is_not_ready(backend: &str) {
     let Some(emulator) = services::emulator(backend) else { return };
-    let store = storage::open(&emulator.url("never-created"), &emulator.storage_options()).unwrap();
+    let store = backends::open(&emulator.url("never-created"), &emulator.storage_options()).unwrap();
     let result = storage::check_ready(store.as_ref()).await;
     assert!(matches!(result, Err(StorageError::Store(_))), "{result:?}");
 }
@@ -230,7 +231,7 @@ async fn a_missing_bucket_is_not_ready(backend: &str) {
 async fn concurrent_document_updates_from_two_clients_all_land(backend: &str) {
     use dial_host::documents::{DocumentError, Documents, Update, global_path};
     let Some((emulator, first)) = cloud_store(backend, "documents", "") else { return };
-    let second = storage::open(&emulator.url("documents"), &emulator.storage_options()).unwrap();
+    let second = backends::open(&emulator.url("documents"), &emulator.storage_options()).unwrap();
     let path = global_path("test", "set");
     let mut writers = tokio::task::JoinSet::new();
     for i in 0..12 {
@@ -263,7 +264,7 @@ async fn the_fence_check_tells_fenced_from_unfenced(backend: &str) {
     if backend == "s3" {
         let mut options = emulator.storage_options();
         options.insert("conditional_put".into(), "disabled".into());
-        let unfenced = storage::open(&emulator.url("fence"), &options).unwrap();
+        let unfenced = backends::open(&emulator.url("fence"), &options).unwrap();
         let verdict = storage::check_fencing(unfenced.as_ref()).await.unwrap();
         assert!(matches!(&verdict, Fencing::Unfenced(why) if why.contains("create-only")), "{verdict:?}");
     }
@@ -328,6 +329,6 @@ async fn a_store_without_compare_and_swap_is_unfenced() {
     let bare = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
     let verdict = storage::check_fencing(&bare).await.unwrap();
     assert!(matches!(&verdict, Fencing::Unfenced(why) if why.contains("compare-and-swap")), "{verdict:?}");
-    let wrapped = storage::open(&format!("file://{}/w", dir.path().display()), &Default::default()).unwrap();
+    let wrapped = backends::open(&format!("file://{}/w", dir.path().display()), &Default::default()).unwrap();
     assert_eq!(storage::check_fencing(wrapped.as_ref()).await.unwrap(), Fencing::Fenced);
 }

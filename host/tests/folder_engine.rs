@@ -281,12 +281,12 @@ async fn the_sweep_waits_for_the_grace_period_and_only_touches_what_changed() {
 /// as another instance would have.
 fn cloud_store(emulator: &services::Emulator, bucket: &str) -> Arc<dyn ObjectStore> {
     emulator.create(bucket);
-    dial_host::storage::open(&emulator.url(bucket), &emulator.storage_options()).unwrap()
+    dial_host::backends::open(&emulator.url(bucket), &emulator.storage_options()).unwrap()
 }
 
 /// Another client of the same bucket.
 fn same_bucket(emulator: &services::Emulator, bucket: &str) -> Arc<dyn ObjectStore> {
-    dial_host::storage::open(&emulator.url(bucket), &emulator.storage_options()).unwrap()
+    dial_host::backends::open(&emulator.url(bucket), &emulator.storage_options()).unwrap()
 }
 
 /// The host's Redis connection to one server.
@@ -990,7 +990,7 @@ fn md5_hex(bytes: &[u8]) -> String {
 async fn every_write_path_stores_the_bytes_and_their_md5() {
     let handler = skill_handler().await;
     let dir = tempfile::tempdir().unwrap();
-    let local = dial_host::storage::open(&format!("file://{}", dir.path().display()), &Default::default()).unwrap();
+    let local = dial_host::backends::open(&format!("file://{}", dir.path().display()), &Default::default()).unwrap();
     for store in [Arc::new(InMemory::new()) as Arc<dyn ObjectStore>, local] {
         let engine = engine_on(store, in_process_locks());
         let target = node("sizes");

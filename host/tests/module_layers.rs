@@ -30,68 +30,86 @@ struct Crate {
     layers: &'static [&'static [&'static str]],
 }
 
-const CRATES: &[Crate] = &[Crate {
-    name: "dial-host",
-    src: "src",
-    layers: &[
-        // values and leaves
-        &["clock", "hashing", "identity", "permissions", "resource_url", "etag", "listing_cache"],
-        // the runtime's own settings and metrics, which the root config and the exporter name
-        &["handlers::config", "handlers::metrics"],
-        &["config", "metrics"],
-        &["redis_conn"],
-        &["buckets", "storage", "locks", "events", "documents", "handlers"],
-        &["folders::names", "folders::layout", "folders::marker", "folders::error", "keys"],
-        &[
-            "folders::node",
-            "folders::policy",
-            "folders::markers",
-            "folders::journal",
-            "folders::staging",
-            "folders::validate",
-            "folders::listing",
-            "folders::listing_json",
-            "folders::archive",
-            "folders::sweep",
-            "auth",
+const CRATES: &[Crate] = &[
+    Crate {
+        name: "dial-handler-runtime",
+        src: "../runtime/src",
+        layers: &[
+            &["types", "config", "metrics", "files"],
+            &["bindings", "cache"],
+            &["runtime"],
+            &["handler"],
+            &["registry"],
         ],
-        &["folders::engine", "access::public_rules", "sharing"],
-        &["folders", "access"],
-        &["audit", "consent", "apps::fields", "dependencies", "publication"],
-        &["blobs::error", "blobs::trailer", "blobs::application", "apps"],
-        &["blobs"],
-        &["cli", "proxy", "telemetry"],
-        &[
-            "http::error",
-            "http::wire",
-            "http::multipart",
-            "http::respond",
-            "http::subscriptions",
-            "http::state",
-            "http::extract",
-            "http::catalog",
+    },
+    Crate {
+        name: "dial-core",
+        src: "../core/src",
+        layers: &[
+            // values and leaves
+            &["clock", "hashing", "identity", "permissions", "resource_url", "etag", "listing_cache"],
+            &["config", "metrics"],
+            &["redis_conn"],
+            &["buckets", "storage", "locks", "events", "documents"],
+            &["folders::names", "folders::layout", "folders::marker", "folders::error", "keys"],
+            &[
+                "folders::node",
+                "folders::policy",
+                "folders::markers",
+                "folders::journal",
+                "folders::staging",
+                "folders::validate",
+                "folders::listing",
+                "folders::listing_json",
+                "folders::archive",
+                "folders::sweep",
+                "auth",
+            ],
+            &["folders::engine", "access::public_rules", "sharing"],
+            &["folders", "access"],
+            &["audit", "consent", "apps::fields", "dependencies", "publication"],
+            &["blobs::error", "blobs::trailer", "blobs::application", "apps"],
+            &["blobs"],
         ],
-        &["http::mint"],
-        // the route modules
-        &[
-            "http::consent",
-            "http::deployments",
-            "http::feed",
-            "http::permissions",
-            "http::publication",
-            "http::resource_ops",
-            "http::routes",
-            "http::sharing",
-            "http::v1",
-            "http::v2",
+    },
+    Crate {
+        name: "dial-host",
+        src: "src",
+        layers: &[
+            &["backends", "cli", "proxy", "telemetry"],
+            &[
+                "http::error",
+                "http::metrics",
+                "http::wire",
+                "http::multipart",
+                "http::respond",
+                "http::subscriptions",
+                "http::state",
+                "http::extract",
+                "http::catalog",
+            ],
+            &["http::mint"],
+            // the route modules
+            &[
+                "http::consent",
+                "http::deployments",
+                "http::feed",
+                "http::permissions",
+                "http::publication",
+                "http::resource_ops",
+                "http::routes",
+                "http::sharing",
+                "http::v1",
+                "http::v2",
+            ],
+            &["http::openapi"],
+            // the router
+            &["http"],
+            &["listener", "server"],
+            &["main"],
         ],
-        &["http::openapi"],
-        // the router
-        &["http"],
-        &["listener", "server"],
-        &["main"],
-    ],
-}];
+    },
+];
 
 #[test]
 fn no_circles_and_no_upward_imports() {

@@ -152,7 +152,7 @@ async fn a_late_commit_from_a_cut_off_instance_is_fenced_by_the_marker_etag() {
     let Some(moto) = services::moto() else { return };
     let Some(redis) = services::redis() else { return };
     moto.create_bucket("partition");
-    let open = || dial_host::storage::open("s3://partition", &moto.storage_options()).unwrap();
+    let open = || dial_host::backends::open("s3://partition", &moto.storage_options()).unwrap();
     let link = partition::Link::to(port_of(&redis.url)).await;
     let config = LockConfig { ttl_ms: 1_500, acquire_timeout_ms: 20_000 };
     let a_store = Arc::new(InstrumentedStore::new(open()));

@@ -663,7 +663,7 @@ pub(crate) async fn check(
 
     // The sweep (every instance, every second) settles the journal once
     // the grace period has passed; then no object is orphaned.
-    let store = dial_host::storage::open(&emulator.url(BUCKET), &emulator.storage_options()).unwrap();
+    let store = dial_host::backends::open(&emulator.url(BUCKET), &emulator.storage_options()).unwrap();
     // A long run leaves thousands of journal entries: wait while the sweep is
     // still making progress, and give up only once it has made none for the
     // grace period and a minute.

@@ -328,7 +328,7 @@ impl ApiError {
     /// nothing was committed unless the commit's own answer was lost — 500
     /// when it answered with a failure.
     fn storage(store: &object_store::Error, shown: &dyn std::fmt::Display) -> Self {
-        if crate::storage::is_unavailable(store) {
+        if crate::backends::is_unavailable(store) {
             tracing::warn!(error = %shown, "storage unavailable");
             return Self::new(StatusCode::SERVICE_UNAVAILABLE, STORE_UNAVAILABLE);
         }

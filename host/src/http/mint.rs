@@ -60,7 +60,7 @@ pub(super) async fn answer(
     .await;
     let mut response = outcome.unwrap_or_else(|error| dialect.render(error));
     if let Ok(id) = decode_id(raw_id) {
-        response.extensions_mut().insert(crate::metrics::http::Deployment(id));
+        response.extensions_mut().insert(super::metrics::Deployment(id));
     }
     response
 }

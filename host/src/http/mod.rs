@@ -6,6 +6,7 @@ mod deployments;
 pub mod error;
 pub mod extract;
 pub mod feed;
+pub mod metrics;
 mod mint;
 mod multipart;
 mod openapi;
@@ -108,7 +109,7 @@ pub fn router(state: AppState) -> Router {
         .into_iter()
         .fold(Router::new(), |router, (template, route)| router.route(template, route))
         .fallback(routes::not_found)
-        .layer(axum::middleware::from_fn(crate::metrics::http::track))
+        .layer(axum::middleware::from_fn(metrics::track))
         .layer(cors)
         .with_state(state)
 }

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use metrics::{Counter, counter, histogram};
 
-use super::{HTTP_BYTES_IN, HTTP_BYTES_OUT, HTTP_DURATION, HTTP_REQUESTS};
+use crate::metrics::{HTTP_BYTES_IN, HTTP_BYTES_OUT, HTTP_DURATION, HTTP_REQUESTS};
 
 /// The deployment id a mint site answered for, as a response extension:
 /// the access log names it.

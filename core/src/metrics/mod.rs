@@ -7,13 +7,13 @@
 //! names, outcomes — never a URL, a bucket id or a path, which would grow a
 //! series per resource.
 //!
-//! - [`http`]: the tower layer counting requests, latency and bytes per route template.
+//! - The HTTP layer counting requests, latency and bytes per route template is the binary's
+//!   (`dial_host::http::metrics`); its metrics are named here with the others.
 //! - [`store`]: [`store::MeteredStore`], the object store wrapper timing each operation.
 //! - Lock waits, the sweep and per-request keys record at their one place
 //!   in `locks.rs`, `folders/sweep.rs` and `keys.rs`, through the functions
 //!   below; handler calls through `handlers::metrics`, which names its own.
 
-pub mod http;
 pub mod store;
 
 use std::sync::OnceLock;

@@ -266,7 +266,6 @@ pub(super) fn folder_in_the_way(target: &BlobTarget) -> BlobError {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use futures_util::{Stream, TryStreamExt};
     use md5::{Digest, Md5};
@@ -293,7 +292,7 @@ mod tests {
     }
 
     fn memory() -> Arc<dyn ObjectStore> {
-        crate::storage::open("memory://", &BTreeMap::new()).unwrap()
+        crate::storage::open_local("memory://").unwrap().unwrap()
     }
 
     fn target(raw: &str) -> BlobTarget {
@@ -327,7 +326,7 @@ mod tests {
     #[tokio::test]
     async fn small_and_multipart_files_round_trip() {
         let dir = tempfile::tempdir().unwrap();
-        let local = crate::storage::open(&format!("file://{}", dir.path().display()), &BTreeMap::new()).unwrap();
+        let local = crate::storage::open_local(&format!("file://{}", dir.path().display())).unwrap().unwrap();
         for store in [memory(), local] {
             round_trip(&service(store, false).await).await;
         }
@@ -395,7 +394,7 @@ mod tests {
     async fn concurrent_creators_get_exactly_one_winner() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("file://{}", dir.path().display());
-        for store in [memory(), crate::storage::open(&url, &BTreeMap::new()).unwrap()] {
+        for store in [memory(), crate::storage::open_local(&url).unwrap().unwrap()] {
             let service = Arc::new(service(store, false).await);
             let mut writers = tokio::task::JoinSet::new();
             for i in 0..8 {
@@ -547,7 +546,7 @@ mod tests {
     #[tokio::test]
     async fn listings_on_local_disk_hide_empty_directories() {
         let dir = tempfile::tempdir().unwrap();
-        let store = crate::storage::open(&format!("file://{}", dir.path().display()), &BTreeMap::new()).unwrap();
+        let store = crate::storage::open_local(&format!("file://{}", dir.path().display())).unwrap().unwrap();
         let service = service(store, true).await;
         listings(&service).await;
 
