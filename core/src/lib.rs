@@ -20,6 +20,7 @@ pub mod audit;
 pub mod auth;
 pub mod blobs;
 pub mod buckets;
+pub mod catalog;
 pub mod clock;
 pub mod config;
 pub mod consent;

@@ -10,8 +10,8 @@
 //! See `ARCHITECTURE.md` at the repository root for the map.
 
 pub use dial_core::{
-    access, apps, audit, auth, blobs, buckets, clock, config, consent, dependencies, documents, etag, events, folders,
-    handlers, hashing, identity, keys, listing_cache, locks, metrics, permissions, publication, redis_conn,
+    access, apps, audit, auth, blobs, buckets, catalog, clock, config, consent, dependencies, documents, etag, events,
+    folders, handlers, hashing, identity, keys, listing_cache, locks, metrics, permissions, publication, redis_conn,
     resource_url, sharing, storage,
 };
 

@@ -498,3 +498,28 @@ async fn no_state_survives_a_call_whatever_the_slot_reset() {
         }
     }
 }
+
+/// A handler's verdict depends on its input only: from inside, there is no
+/// filesystem, no environment, no network, a clock that does not move and
+/// randomness that repeats (ARCHITECTURE.md, `runtime.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_sees_no_filesystem_network_real_clock_or_real_randomness() {
+    let registry = registry(&[]).await;
+    let misbehaving = registry.get("misbehaving").unwrap();
+    let probe = async || {
+        let files = Arc::new(InMemoryFiles::new()) as Arc<dyn FileSource>;
+        let metadata = misbehaving.build_marker_metadata(&resource("probe"), &[], files).await.unwrap().unwrap();
+        metadata.into_iter().collect::<std::collections::BTreeMap<String, String>>()
+    };
+    let first = probe().await;
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let second = probe().await;
+    assert_eq!(first, second, "two calls 50 ms apart see the same world");
+    assert!(first["read_dir_root"].starts_with("Err("), "{first:?}");
+    assert!(first["read_etc_passwd"].starts_with("Err("), "{first:?}");
+    assert!(first["tcp_connect"].starts_with("Err("), "{first:?}");
+    assert!(first["name_lookup"].starts_with("Err("), "{first:?}");
+    assert_eq!((first["env_vars"].as_str(), first["args"].as_str()), ("0", "0"), "{first:?}");
+    assert_eq!(first["monotonic_elapsed_ns"], "0", "the monotonic clock stands still: {first:?}");
+    assert_eq!(first["wall_clock_ns"], "0", "the wall clock is not the host's: {first:?}");
+}

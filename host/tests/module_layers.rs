@@ -60,7 +60,6 @@ const CRATES: &[Crate] = &[
                 "folders::staging",
                 "folders::validate",
                 "folders::listing",
-                "folders::listing_json",
                 "folders::archive",
                 "folders::sweep",
                 "auth",
@@ -70,6 +69,8 @@ const CRATES: &[Crate] = &[
             &["audit", "consent", "apps::fields", "dependencies", "publication"],
             &["blobs::error", "blobs::trailer", "blobs::application", "apps"],
             &["blobs"],
+            &["catalog"],
+            &["publication::workflow"],
         ],
     },
     Crate {
@@ -80,13 +81,15 @@ const CRATES: &[Crate] = &[
             &[
                 "http::error",
                 "http::metrics",
+                "http::wire::node",
+                "http::wire::folders",
+                "http::wire::blobs",
                 "http::wire",
                 "http::multipart",
                 "http::respond",
                 "http::subscriptions",
                 "http::state",
                 "http::extract",
-                "http::catalog",
             ],
             &["http::mint"],
             // the route modules

@@ -54,6 +54,9 @@ async fn readiness_fails_when_storage_is_gone() {
     let ready = client.get("/ready", &[]).await;
     assert_eq!(ready.status, 503, "{}", ready.body);
     assert!(ready.body.contains("storage"), "{}", ready.body);
+    // Anyone may ask: the answer names no path of the host's.
+    assert!(!ready.body.contains(setup.path().to_str().unwrap()), "{}", ready.body);
+    assert!(!ready.body.contains('/'), "{}", ready.body);
 }
 
 #[tokio::test]

@@ -65,6 +65,22 @@ impl From<SharingError> for AccessError {
     }
 }
 
+/// A decision only an admin takes: the one list of them, so no route
+/// decides "admin" on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminDecision {
+    /// Approve or reject a publication, read any publication, list the
+    /// pending queue.
+    Publications,
+    /// Grant or withdraw an application's admin consent.
+    AdminConsent,
+    /// Operate the host: reload handlers, read the handler inventory.
+    HostOperations,
+    /// Restore the latest version of a deleted resource in a bucket the
+    /// caller cannot write (SPEC §4: the owner or an admin).
+    RestoreDeleted,
+}
+
 /// The access-control component shared by every route.
 #[derive(Debug, Clone)]
 pub struct AccessService {
@@ -101,12 +117,21 @@ impl AccessService {
 
     /// The caller's permissions on `resource` as DIAL's `permissions`
     /// field shows them (`?permissions=true` on metadata requests).
-    pub async fn permission_names(
-        &self,
-        caller: &Caller,
-        resource: Resource<'_>,
-    ) -> Result<serde_json::Value, AccessError> {
-        Ok(serde_json::json!(self.permissions(caller, resource).await?.names()))
+    pub async fn permission_names(&self, caller: &Caller, resource: Resource<'_>) -> Result<Vec<String>, AccessError> {
+        Ok(self.permissions(caller, resource).await?.names().into_iter().map(str::to_string).collect())
+    }
+
+    /// Whether `caller` may take `decision`: admins only, never a
+    /// per-request key (a key's caller is never an admin).
+    pub fn may_decide(&self, caller: &Caller, _decision: AdminDecision) -> bool {
+        caller.is_admin
+    }
+
+    /// Whether `caller` sees `url` in `public` (admins see all of it,
+    /// others what the rules of every ancestor folder admit): what a
+    /// publication may target, and whose rules a caller may read.
+    pub async fn sees_public(&self, caller: &Caller, url: &ResourceUrl) -> Result<bool, AccessError> {
+        Ok(caller.is_admin || self.rules.admits(caller, url).await?)
     }
 
     /// What a listing of `location` may show `caller`: in `public`, a

@@ -12,7 +12,6 @@
 //!   staging and the commit in `upload`, trailer reads in `read`, JSON bodies
 //!   and content types in `json`.
 //! - [`listing`]: listings and their tokens.
-//! - [`listing_json`]: DIAL's metadata JSON for items and folders.
 //! - [`error`]: the v1 store's error, [`BlobError`].
 //!
 //! An item lives at `<bucket location><group>/<decoded segments…>` (the
@@ -23,7 +22,6 @@ pub mod application;
 pub mod error;
 mod json;
 pub mod listing;
-pub mod listing_json;
 mod read;
 pub mod service;
 pub mod trailer;

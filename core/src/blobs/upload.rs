@@ -286,8 +286,9 @@ where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: Display,
 {
+    // A refused body is left unread: the listener drains it (bounded) before
+    // the answer goes out, so a client still sending reads the 413.
     if let Some(size) = declared.filter(|size| *size > max) {
-        drain(body, size).await;
         return Err(BlobError::ResourceTooLarge { size, max });
     }
     let mut bytes = BytesMut::new();
@@ -295,32 +296,9 @@ where
         let chunk = chunk.map_err(|e| BlobError::BadRequest(format!("Failed to read the request body: {e}")))?;
         let size = (bytes.len() + chunk.len()) as u64;
         if size > max {
-            drain(body, size).await;
             return Err(BlobError::ResourceTooLarge { size, max });
         }
         bytes.extend_from_slice(&chunk);
     }
     Ok(bytes.freeze())
-}
-
-/// Most bytes of a refused body read and dropped so the client can finish
-/// sending and then read the 413; beyond it the connection is closed
-/// (and the client may see a reset instead of the status).
-const MAX_DRAIN_BYTES: u64 = 4 << 20;
-
-/// Reads and drops what is left of a refused body, up to [`MAX_DRAIN_BYTES`].
-async fn drain<S, E>(mut body: S, size_hint: u64)
-where
-    S: Stream<Item = Result<Bytes, E>> + Unpin,
-{
-    if size_hint > MAX_DRAIN_BYTES {
-        return;
-    }
-    let mut drained = 0u64;
-    while let Some(Ok(chunk)) = body.next().await {
-        drained += chunk.len() as u64;
-        if drained > MAX_DRAIN_BYTES {
-            return;
-        }
-    }
 }

@@ -17,7 +17,7 @@ use crate::resource_url::{ResourceUrl, Shows};
 /// Marker reads a listing keeps in flight.
 const LISTING_READ_AHEAD: usize = 16;
 
-/// One page of a listing (`listing_json` writes its nodes as DIAL does).
+/// One page of a listing (the HTTP layer's `wire` writes its nodes as DIAL does).
 #[derive(Debug, Clone)]
 pub struct Listing {
     pub items: Vec<ListedNode>,

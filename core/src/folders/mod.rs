@@ -31,7 +31,6 @@ mod folder_ops;
 pub mod journal;
 pub mod layout;
 pub mod listing;
-pub mod listing_json;
 pub mod marker;
 mod markers;
 pub mod names;
@@ -47,3 +46,8 @@ pub use listing::{ListedNode, Listing};
 pub use node::Node;
 pub use policy::{FolderLimits, Retention};
 pub use staging::Staging;
+
+/// DIAL's `resourceType` for a handler type: `skill` → `SKILL`.
+pub fn resource_type(type_name: &str) -> String {
+    type_name.to_uppercase().replace('-', "_")
+}

@@ -5,8 +5,11 @@
 //! - this module: the publication record and where records are kept. Each
 //!   publication is one document (`system/publication/items/<id>.json`);
 //!   two index documents list an author's publications and the admins'
-//!   queue of pending ones. The copying itself (which needs the v1 and v2
-//!   stores) is driven by the HTTP layer's publication routes.
+//!   queue of pending ones.
+//! - [`workflow`]: create, withdraw, approve with undo, reject — the copying
+//!   through the catalog, which reaches the v1 and v2 stores.
+
+pub mod workflow;
 
 use std::collections::BTreeSet;
 

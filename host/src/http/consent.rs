@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::error::ApiError;
 use super::mint::{Reader, decode_id, resolve};
 use super::state::AppState;
+use crate::access::AdminDecision;
 use crate::apps::Application;
 use crate::audit::AuditEvent;
 use crate::auth::Caller;
@@ -60,7 +61,7 @@ async fn admin_app(
     event: &'static str,
 ) -> Result<Arc<Application>, ApiError> {
     refuse_key(state, caller, id, event)?;
-    if !caller.is_admin {
+    if !state.access().may_decide(caller, AdminDecision::AdminConsent) {
         return Err(ApiError::new(StatusCode::FORBIDDEN, "Only admins may decide admin consent"));
     }
     Ok(resolve(state, caller, id, Reader::Admin).await?.application)

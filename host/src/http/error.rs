@@ -15,10 +15,12 @@ use crate::access::{AccessDenied, AccessError};
 use crate::auth::AuthError;
 use crate::blobs::BlobError;
 use crate::buckets::InvalidBucket;
+use crate::catalog::CatalogError;
 use crate::documents::DocumentError;
 use crate::folders::FolderError;
 use crate::handlers::{HandlerError, RegistryError};
 use crate::locks::LockError;
+use crate::publication::workflow::PublicationError;
 use crate::resource_url::UrlError;
 use crate::sharing::SharingError;
 use crate::storage::StorageError;
@@ -218,6 +220,40 @@ impl From<SharingError> for ApiError {
             SharingError::Forbidden(message) => Self::new(StatusCode::FORBIDDEN, message),
             SharingError::NotFound(message) => Self::new(StatusCode::NOT_FOUND, message),
             SharingError::Document(error) => error.into(),
+        }
+    }
+}
+
+impl From<CatalogError> for ApiError {
+    fn from(error: CatalogError) -> Self {
+        match error {
+            CatalogError::IncorrectLink(_) | CatalogError::Invalid(_) => Self::bad_request(error.to_string()),
+            CatalogError::ChangedWhileMoved { .. } => Self::new(StatusCode::CONFLICT, error.to_string()),
+            CatalogError::Folder(error) => error.into(),
+            CatalogError::Blob(error) => error.into(),
+            CatalogError::Access(error) => error.into(),
+            CatalogError::Sharing(error) => error.into(),
+        }
+    }
+}
+
+impl From<PublicationError> for ApiError {
+    fn from(error: PublicationError) -> Self {
+        match error {
+            PublicationError::Invalid(message) => Self::bad_request(message),
+            PublicationError::Forbidden(message) => Self::new(StatusCode::FORBIDDEN, message),
+            PublicationError::NotFound(message) => Self::new(StatusCode::NOT_FOUND, message),
+            PublicationError::DeleteAfterApproval { url, source } => {
+                // The status of the delete that failed, its message as shown.
+                let failed = Self::from(source);
+                let message = format!("The publication is approved, but deleting {url} failed: {}", failed.message);
+                Self::new(failed.status, message)
+            }
+            PublicationError::Catalog(error) => error.into(),
+            PublicationError::Access(error) => error.into(),
+            PublicationError::Document(error) => error.into(),
+            PublicationError::Bucket(error) => error.into(),
+            PublicationError::Url(error) => error.into(),
         }
     }
 }

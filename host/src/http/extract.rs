@@ -9,6 +9,7 @@ use super::error::ApiError;
 use super::state::AppState;
 use axum::http::{HeaderMap, StatusCode, header};
 
+use crate::access::AdminDecision;
 use crate::auth::{AuthError, Caller, Credentials};
 use crate::etag::Preconditions;
 use crate::keys;
@@ -55,7 +56,7 @@ impl FromRequestParts<AppState> for Admin {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let caller = Caller::from_request_parts(parts, state).await?;
-        if !caller.is_admin {
+        if !state.access().may_decide(&caller, AdminDecision::HostOperations) {
             return Err(ApiError::forbidden(parts.uri.path()));
         }
         Ok(Admin(caller))

@@ -27,12 +27,12 @@ use futures_util::Stream;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
 use super::state::AppState;
 use super::subscriptions::Slot;
 use crate::access::{Permission, Resource, StateRead};
 use crate::auth::Caller;
+use crate::catalog::{Kind, Link};
 use crate::clock::now_ms;
 use crate::events::{EventAction, ResourceEvent};
 
@@ -88,7 +88,7 @@ pub async fn subscribe(
     let mut watched = Vec::with_capacity(resources.len());
     let mut seen = HashSet::new();
     for watch in &resources {
-        let link = catalog::canonical(&state, catalog::parse_link(&state, &watch.url)?).await?;
+        let link = state.catalog().parse_canonical(&watch.url).await?;
         if !seen.insert(link.key()) {
             continue;
         }
@@ -108,7 +108,7 @@ pub async fn subscribe(
 }
 
 async fn readable(state: &AppState, caller: &Caller, link: &Link) -> Result<(), ApiError> {
-    catalog::require(state, caller, link, Permission::Read).await
+    Ok(state.catalog().require(caller, link, Permission::Read).await?)
 }
 
 /// When the credential a subscription was made with stops being valid
@@ -220,7 +220,7 @@ impl Feed {
         if !link.url.is_folder() {
             return true;
         }
-        match catalog::parse_link(&self.state, url) {
+        match self.state.catalog().parse_link(url) {
             Ok(item) => self.reads(&item, decision).await,
             Err(_) => false,
         }

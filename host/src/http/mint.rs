@@ -10,7 +10,6 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, he
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
-use super::catalog;
 use super::error::{ApiError, Dialect};
 use super::state::AppState;
 use crate::access::{Permission, Resource};
@@ -186,8 +185,8 @@ async fn call(
         let mut targets = dependencies::targets(state.buckets(), &user, declared);
         if consent == AdminConsentStatus::Live && call.key_forwarded {
             for target in &mut targets {
-                if let Ok(link) = catalog::parse_link(state, target) {
-                    *target = catalog::canonical(state, link).await?.key();
+                if let Ok(link) = state.catalog().parse_link(target) {
+                    *target = state.catalog().canonical(link).await?.key();
                 }
             }
         }
@@ -338,8 +337,8 @@ fn answer_grant(state: &AppState, callee: Arc<KeyData>, calling_key: String) -> 
             let reader = Caller::for_key(callee.clone());
             let mut changes = Vec::new();
             for url in links {
-                let Ok(link) = catalog::parse_link(&state, &url) else { continue };
-                let Ok(link) = catalog::canonical(&state, link).await else { continue };
+                let Ok(link) = state.catalog().parse_link(&url) else { continue };
+                let Ok(link) = state.catalog().canonical(link).await else { continue };
                 let resource = Resource { url: &link.url, location: &link.location };
                 match state.access().permissions(&reader, resource).await {
                     Ok(held) if held.read => {
@@ -453,8 +452,8 @@ async fn attachment_grants(
     let mut grants = Vec::with_capacity(urls.len());
     for url in urls {
         let denied = || ApiError::new(StatusCode::FORBIDDEN, format!("Access denied to the file {url}"));
-        let link = catalog::parse_link(state, &url).map_err(|_| denied())?;
-        let link = catalog::canonical(state, link).await?;
+        let link = state.catalog().parse_link(&url).map_err(|_| denied())?;
+        let link = state.catalog().canonical(link).await?;
         let resource = Resource { url: &link.url, location: &link.location };
         if !state.access().permissions(caller, resource).await?.read {
             return Err(denied());

@@ -1,6 +1,5 @@
 //! The HTTP surface: DIAL-compatible routes over the host's services.
 
-pub mod catalog;
 mod consent;
 mod deployments;
 pub mod error;

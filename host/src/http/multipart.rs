@@ -36,9 +36,6 @@ const MAX_HEADER_BYTES: usize = 16 << 10;
 /// Most header lines of one part: multer's own limit, enforced here while
 /// reading so the message says what is wrong.
 const MAX_HEADERS: usize = 32;
-/// Most bytes of a refused upload read and dropped after the error, so a
-/// client still sending can read the 4xx instead of a connection reset.
-const MAX_DRAIN_BYTES: usize = 4 << 20;
 /// DIAL's message for a single-file upload with no file or several.
 const EXACTLY_ONE_FILE: &str = "Exactly one file part is required";
 
@@ -86,20 +83,6 @@ impl Upload {
                 Some(field) if form_fields == FormFields::Skipped && field.file_name().is_none() => continue,
                 Some(field) => return Ok(Part::new(field, &mut self.multipart, Some(form_fields))),
                 None => return Err(ApiError::bad_request(EXACTLY_ONE_FILE)),
-            }
-        }
-    }
-
-    /// Reads and drops what is left of a refused upload, up to
-    /// [`MAX_DRAIN_BYTES`]; beyond that the connection is closed.
-    pub async fn drain(&mut self) {
-        let mut left = MAX_DRAIN_BYTES;
-        while let Ok(Some(mut field)) = self.multipart.next_field().await {
-            while let Ok(Some(chunk)) = field.chunk().await {
-                left = left.saturating_sub(chunk.len());
-                if left == 0 {
-                    return;
-                }
             }
         }
     }
@@ -253,9 +236,6 @@ struct Bounded<S> {
     next_boundary: Seeker,
     blank_line: Seeker,
     failed: Option<Exceeded>,
-    /// After a failure: bytes still to be read and dropped before it is
-    /// reported (multer cannot go on, so [`Upload::drain`] cannot).
-    drain_left: usize,
 }
 
 impl<S> Bounded<S> {
@@ -269,7 +249,6 @@ impl<S> Bounded<S> {
             next_boundary: Seeker::new(format!("\r\n--{boundary}").as_bytes()),
             blank_line: Seeker::new(b"\r\n\r\n"),
             failed: None,
-            drain_left: 0,
         }
     }
 
@@ -362,13 +341,8 @@ where
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
+            // What is left of a refused body is the listener's to drain.
             if let Some(exceeded) = this.failed {
-                while this.drain_left > 0 {
-                    match ready!(this.inner.poll_next_unpin(cx)) {
-                        Some(Ok(chunk)) => this.drain_left = this.drain_left.saturating_sub(chunk.len()),
-                        Some(Err(_)) | None => this.drain_left = 0,
-                    }
-                }
                 return Poll::Ready(Some(Err(Box::new(exceeded))));
             }
             return match ready!(this.inner.poll_next_unpin(cx)) {
@@ -376,7 +350,6 @@ where
                     Ok(()) => Poll::Ready(Some(Ok(chunk))),
                     Err(exceeded) => {
                         this.failed = Some(exceeded);
-                        this.drain_left = MAX_DRAIN_BYTES;
                         continue;
                     }
                 },
@@ -542,7 +515,6 @@ mod tests {
         };
         assert!(passed <= MAX_HEADER_BYTES, "{passed} bytes passed");
         assert_eq!(error.downcast_ref::<Exceeded>(), Some(&Exceeded::HeaderBytes));
-        assert_eq!(bounded.drain_left, 0, "the refused rest is drained, up to the drain limit");
     }
 
     #[test]

@@ -21,7 +21,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 
-use super::catalog;
 use super::error::ApiError;
 use super::state::AppState;
 use crate::access::Resource;
@@ -110,7 +109,7 @@ async fn changes(
         if !read && !write {
             return Err(ApiError::bad_request(format!("No permissions given for {url}")));
         }
-        let link = catalog::canonical(state, catalog::parse_link(state, &url)?).await?;
+        let link = state.catalog().parse_canonical(&url).await?;
         if granting {
             let held =
                 state.access().permissions(caller, Resource { url: &link.url, location: &link.location }).await?;

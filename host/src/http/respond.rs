@@ -18,13 +18,14 @@ const METADATA_MIME: &str = "application/vnd.dial.metadata+json";
 /// A metadata answer (v1 and v2) as DIAL gives it: JSON, typed
 /// `application/vnd.dial.metadata+json` when the request's `Accept` names
 /// that, else `application/json`.
-pub(super) fn metadata_response(request: &HeaderMap, body: &serde_json::Value) -> Response {
+pub(super) fn metadata_response(request: &HeaderMap, body: &super::wire::Node) -> Response {
     let accepts_metadata_mime = request
         .get(header::ACCEPT)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|accept| accept.contains(METADATA_MIME));
     let content_type = if accepts_metadata_mime { METADATA_MIME } else { "application/json" };
-    ([(header::CONTENT_TYPE, content_type)], body.to_string()).into_response()
+    let body = serde_json::to_vec(body).expect("a node serializes");
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 pub(super) fn with_etag(mut response: axum::response::Response, etag: &str) -> axum::response::Response {

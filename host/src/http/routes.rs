@@ -45,13 +45,17 @@ pub async fn metrics() -> impl axum::response::IntoResponse {
         (status = 503, description = "The store or Redis does not answer", body = String, content_type = "text/plain"),
     ))]
 pub async fn ready(State(state): State<AppState>) -> Result<Json<ServiceStatus>, ApiError> {
+    // The causes name store paths, URLs and Redis addresses: logged, and
+    // this route answers anyone.
     crate::storage::check_ready(state.store().as_ref()).await.map_err(|error| {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("storage is not reachable: {error}"))
+        tracing::warn!(%error, "readiness: storage");
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "storage is not reachable")
     })?;
     if let Some(redis) = state.redis() {
         let mut connection = redis.clone();
         redis::cmd("PING").query_async::<String>(&mut connection).await.map_err(|error| {
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("Redis is not reachable: {error}"))
+            tracing::warn!(%error, "readiness: Redis");
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Redis is not reachable")
         })?;
     }
     Ok(Json(ServiceStatus { status: "ready", handlers: Some(state.handlers().all().len()) }))

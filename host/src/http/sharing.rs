@@ -12,13 +12,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
-use super::catalog::{self, Link};
 use super::error::ApiError;
 use super::state::AppState;
+use super::wire;
 use crate::auth::Caller;
-use crate::sharing::{Access, Invitation, SharedResource};
+use crate::catalog::{Found, Kind, Link};
+use crate::sharing::{Access, Invitation, SharedResource, to_permissions};
 
 /// JSON bodies are accepted whatever the Content-Type says; one that does
 /// not parse gets DIAL's exact message (clients match on it), and the
@@ -67,11 +67,11 @@ fn permissions(requested: Option<&Vec<String>>, default_read: bool) -> Result<Op
 /// A link the caller owns, named in a sharing request, in the form grants
 /// are keyed by.
 async fn own_link(state: &AppState, caller: &Caller, raw: &str, message: &str) -> Result<Link, ApiError> {
-    let link = catalog::parse_link(state, raw)?;
+    let link = state.catalog().parse_link(raw)?;
     if link.location != caller.bucket_location() {
         return Err(ApiError::bad_request(message.replace("{url}", raw)));
     }
-    catalog::canonical(state, link).await
+    Ok(state.catalog().canonical(link).await?)
 }
 
 /// `POST /v1/ops/resource/share/create`
@@ -211,8 +211,8 @@ struct ListRequest {
 /// shares; anything else, what is shared with the caller.
 #[utoipa::path(post, path = "/v1/ops/resource/share/list", tag = "sharing", request_body = ListRequest,
     responses((status = 200, description = "Resources shared with the caller, or (`with: others`) by the caller",
-        body = super::wire::Nodes)))]
-pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Value>, ApiError> {
+        body = wire::Nodes)))]
+pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<wire::Nodes>, ApiError> {
     let request: ListRequest = body(&bytes, "Can't list shared resources")?;
     let sharing = state.access().sharing();
     let by_me = request.with.as_deref().is_some_and(|w| w.eq_ignore_ascii_case("others"));
@@ -224,21 +224,32 @@ pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -
     let wanted: BTreeSet<String> = request.resource_types.iter().map(|t| t.to_ascii_uppercase()).collect();
     let mut nodes = Vec::new();
     for grant in &grants {
-        let Ok(link) = catalog::parse_link(&state, &grant.url) else { continue };
+        let Ok(link) = state.catalog().parse_link(&grant.url) else { continue };
         let resource_type = link.kind.resource_type();
         if !wanted.is_empty() && !wanted.contains(&resource_type) {
             continue;
         }
         // A shared resource that no longer exists is not listed.
-        let Some(mut node) = catalog::metadata_node(&state, &link).await? else { continue };
-        node["resourceType"] = json!(resource_type);
-        node["permissions"] = json!(grant.permissions);
-        if !grant.users.is_empty() {
-            node["sharedWith"] = json!(grant.users);
-        }
+        let Some(found) = state.catalog().find(&link).await? else { continue };
+        let mut node = shared_node(&link, found);
+        node.permissions = Some(to_permissions(&grant.permissions).names().into_iter().map(str::to_string).collect());
+        node.shared_with = (!grant.users.is_empty()).then(|| grant.users.clone());
         nodes.push(node);
     }
-    Ok(Json(json!({ "resources": nodes })))
+    Ok(Json(wire::Nodes { resources: nodes }))
+}
+
+/// What a shared link names, as `share/list` lists it.
+fn shared_node(link: &Link, found: Found) -> wire::Node {
+    let resource_type = link.kind.resource_type();
+    let mut node = match (found, &link.kind) {
+        (Found::Resource(marker), _) => wire::folders::resource_node(&link.url, &marker),
+        (Found::Folder(marker), _) => wire::folders::folder_node(&link.url, marker.as_ref(), &resource_type),
+        (Found::Item(meta), Kind::Blob(group)) => wire::blobs::item_node(&link.url, *group, &meta, false),
+        (Found::Item(_) | Found::BlobFolder, _) => wire::Node::at(&link.url, wire::NodeType::Folder, &resource_type),
+    };
+    node.resource_type = resource_type;
+    node
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -254,7 +265,7 @@ pub async fn discard(State(state): State<AppState>, caller: Caller, bytes: Bytes
     let request: UrlsRequest = body(&bytes, "Can't discard shared resources")?;
     let mut resources = Vec::new();
     for resource in &request.resources {
-        let link = catalog::canonical(&state, catalog::parse_link(&state, &resource.url)?).await?;
+        let link = state.catalog().parse_canonical(&resource.url).await?;
         resources.push((link.location.clone(), link.key()));
     }
     state.access().sharing().discard(&caller.bucket_location(), &resources).await?;
@@ -296,10 +307,10 @@ pub async fn copy(State(state): State<AppState>, caller: Caller, bytes: Bytes) -
     let source = own_link(&state, &caller, &request.source_url, message).await?;
     let destination = own_link(&state, &caller, &request.destination_url, message).await?;
     // As DIAL: a missing source is a bad request, a missing destination not found.
-    if !catalog::exists(&state, &source).await? {
+    if !state.catalog().exists(&source).await? {
         return Err(ApiError::bad_request(format!("Source resource {} does not exist", source.key())));
     }
-    if !catalog::exists(&state, &destination).await? {
+    if !state.catalog().exists(&destination).await? {
         return Err(ApiError::not_found(&destination.key()));
     }
     state.access().sharing().copy(&caller.bucket_location(), &source.key(), &destination.key()).await?;

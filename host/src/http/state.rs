@@ -13,13 +13,15 @@ use crate::auth::Authenticator;
 use crate::auth::Caller;
 use crate::blobs::BlobService;
 use crate::buckets::BucketCodec;
+use crate::catalog::Catalog;
 use crate::consent::ConsentStore;
-use crate::dependencies::{DeclarationPolicy, V1_GROUPS};
+use crate::dependencies::DeclarationPolicy;
 use crate::documents::Documents;
 use crate::folders::FolderEngine;
 use crate::handlers::HandlerRegistry;
 use crate::keys::Keys;
 use crate::proxy::Proxy;
+use crate::publication::workflow::Publications;
 
 /// Shared by every request: cheap to clone.
 #[derive(Clone)]
@@ -93,17 +95,26 @@ impl AppState {
     }
 
     /// What `writer` may declare in an application's
-    /// `resource_dependencies`: admins may, others only when the
-    /// configuration allows it; targets name a v1 group or a loaded type.
-    /// No stored definition, whoever writes it, gets the user's token.
+    /// `resource_dependencies` ([`Catalog::declaration_policy`]).
     pub fn declaration_policy(&self, writer: &Caller) -> DeclarationPolicy {
-        let mut declarable: Vec<String> = V1_GROUPS.iter().map(|g| g.to_string()).collect();
-        declarable.extend(self.handlers().all().iter().map(|h| h.description().group.clone()));
-        DeclarationPolicy {
-            declarable,
-            may_declare: writer.is_admin || self.inner.allow_user_dependencies,
-            may_forward_auth_token: false,
+        self.catalog().declaration_policy(writer)
+    }
+
+    /// Every group's store, for what names any resource.
+    pub fn catalog(&self) -> Catalog<'_> {
+        Catalog {
+            handlers: &self.inner.handlers,
+            buckets: &self.inner.buckets,
+            folders: &self.inner.folders,
+            blobs: &self.inner.blobs,
+            access: &self.inner.access,
+            allow_user_dependencies: self.inner.allow_user_dependencies,
         }
+    }
+
+    /// The publication workflow.
+    pub fn publications(&self) -> Publications<'_> {
+        Publications::new(self.catalog(), &self.inner.documents)
     }
 
     pub fn events(&self) -> &Arc<dyn crate::events::EventBus> {

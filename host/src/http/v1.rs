@@ -12,18 +12,17 @@ use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
 use futures_util::StreamExt;
-use serde_json::Value;
 
-use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
 use super::extract::{ListingQuery, preconditions};
 use super::multipart::{FormFields, Upload};
 use super::respond::{file_headers, metadata_response, raw_path, with_etag};
 use super::state::AppState;
+use super::wire::blobs::{folder_node, item_node};
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
-use crate::blobs::listing_json::{folder_json, item_json};
 use crate::blobs::{BlobError, BlobGroup, BlobTarget, Download};
+use crate::catalog::{Kind, Link};
 use crate::resource_url::{Intent, ResourceUrl};
 
 /// GET / PUT / DELETE of one item. Bodies are limited by the blob service
@@ -107,7 +106,7 @@ pub(super) async fn put_item(
     let blobs = state.blobs();
     let committed = if target.group() == BlobGroup::Files {
         let mut upload = Upload::new(request, "Expected a multipart/form-data body with one file part")?;
-        let stored = async {
+        async {
             // Parts without a filename are form fields, which DIAL ignores.
             let mut part = upload.single_file(FormFields::Skipped).await?;
             let content_type = part.content_type().map(str::to_owned);
@@ -115,11 +114,7 @@ pub(super) async fn put_item(
             let stored = blobs.put_file(&target, &mut part, content_type.as_deref(), &conditions, author).await;
             stored.map_err(|error| part.error_or(error))
         }
-        .await;
-        if stored.is_err() {
-            upload.drain().await;
-        }
-        stored?
+        .await?
     } else {
         let declared = headers
             .get(header::CONTENT_LENGTH)
@@ -129,7 +124,7 @@ pub(super) async fn put_item(
         let policy = state.declaration_policy(&caller);
         blobs.put_json(&target, body, declared, &conditions, Some(caller.author_name()), &policy).await?
     };
-    let body = Json(item_json(&target.url, target.group(), &committed.meta, true));
+    let body = Json(item_node(&target.url, target.group(), &committed.meta, true));
     Ok(with_etag(body.into_response(), &committed.meta.etag))
 }
 
@@ -146,7 +141,7 @@ pub(super) async fn delete_item(
     let target = resolve(&state, &caller, raw_path(&uri, "/v1/"), Intent::Read, Permission::Write).await?;
     let conditions = preconditions(&headers);
     let link = Link { kind: Kind::Blob(target.group()), url: target.url, location: target.location };
-    catalog::delete(&state, &link, &conditions).await?;
+    state.catalog().delete(&link, &conditions).await?;
     Ok(StatusCode::OK.into_response())
 }
 
@@ -171,27 +166,27 @@ pub async fn metadata(
 ) -> Result<Response, ApiError> {
     let target = resolve(&state, &caller, raw_path(&uri, "/v1/metadata/"), Intent::Read, Permission::Read).await?;
     let ListingQuery { limit, token, recursive, permissions: with_permissions } = query;
-    let permissions_of = async |url: &ResourceUrl| -> Result<Value, ApiError> {
-        Ok(state.access().permission_names(&caller, Resource { url, location: &target.location }).await?)
+    let permissions_of = async |url: &ResourceUrl| -> Result<Option<Vec<String>>, ApiError> {
+        Ok(Some(state.access().permission_names(&caller, Resource { url, location: &target.location }).await?))
     };
     let (mut body, etag) = if target.url.is_folder() {
         // In `public`, a non-admin sees only what the folder rules admit.
         let filter = state.access().listing_filter(&caller, &target.location).await?;
         let shows = |url: &ResourceUrl| filter.shows(&caller, url);
         let listing = state.blobs().list(&target, recursive, token.as_deref(), limit, &shows).await?;
-        let mut body = folder_json(&target.url, target.group(), &listing);
-        if with_permissions && let Some(items) = body["items"].as_array_mut() {
-            for (json, item) in items.iter_mut().zip(&listing.items) {
-                json["permissions"] = permissions_of(item.url()).await?;
+        let mut body = folder_node(&target.url, target.group(), &listing);
+        if with_permissions && let Some(Some(items)) = body.items.as_mut() {
+            for (node, item) in items.iter_mut().zip(&listing.items) {
+                node.permissions = permissions_of(item.url()).await?;
             }
         }
         (body, None)
     } else {
         let meta = state.blobs().metadata(&target).await?;
-        (item_json(&target.url, target.group(), &meta, true), Some(meta.etag))
+        (item_node(&target.url, target.group(), &meta, true), Some(meta.etag))
     };
     if with_permissions {
-        body["permissions"] = permissions_of(&target.url).await?;
+        body.permissions = permissions_of(&target.url).await?;
     }
     let response = metadata_response(&headers, &body);
     Ok(match etag {

@@ -12,24 +12,24 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use object_store::ObjectStoreExt;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
-use super::catalog::{self, Kind, Link};
 use super::error::ApiError;
 use super::extract::{ListingQuery, preconditions};
 use super::multipart::{FormFields, Upload};
 use super::respond::{file_headers, metadata_response, raw_path, with_etag};
 use super::state::AppState;
-use crate::access::{Permission, Resource};
+use super::wire::folders::{files_folder_node, folder_node, listed_node, resource_node};
+use crate::access::{AdminDecision, Permission, Resource};
 use crate::auth::Caller;
+use crate::catalog::{Kind, Link};
 use crate::etag::Preconditions;
 use crate::folders::Node;
 use crate::folders::archive::stream_zip;
 use crate::folders::engine::Committed;
-use crate::folders::listing_json::{files_folder_json, folder_json, node_json, resource_json, resource_type};
 use crate::folders::marker::ResourceMarker;
 use crate::folders::marker::VersionRecord;
 use crate::folders::names::FILES_SEGMENT;
+use crate::folders::resource_type;
 use crate::handlers::Handler;
 use crate::resource_url::{Intent, ResourceUrl};
 
@@ -283,7 +283,7 @@ pub async fn put(
         let marker = engine.create_folder(&target.node, Some(caller.author_name())).await?;
         let etag = marker.etag();
         let resource_type = resource_type(&target.handler.description().type_name);
-        let body = Json(folder_json(&target.node.url, Some(&marker), &resource_type));
+        let body = Json(folder_node(&target.node.url, Some(&marker), &resource_type));
         return Ok(with_etag(body.into_response(), &etag));
     }
     let mut upload = Upload::new(request, "Expected a multipart/form-data body, one part per file")?;
@@ -302,7 +302,7 @@ pub async fn put(
         Ok(engine.commit(staging, &target.handler, &conditions, Some(caller.author_name())).await?)
     }
     .await;
-    committed_answer(&target, upload, received).await
+    committed_answer(&target, received)
 }
 
 /// `PUT /v2/{g}/{b}/{path}/files/{file}`: one file added or replaced, as a
@@ -341,29 +341,22 @@ async fn put_file(
         committed.map_err(|error| part.error_or(error))
     }
     .await;
-    committed_answer(target, upload, received).await
+    committed_answer(target, received)
 }
 
 /// The answer to a PUT that read an upload: the committed resource, or the
-/// refusal after what is left of the upload was drained.
-async fn committed_answer(
-    target: &Target,
-    mut upload: Upload,
-    received: Result<Committed, ApiError>,
-) -> Result<Response, ApiError> {
-    if received.is_err() {
-        upload.drain().await;
-    }
+/// refusal (what is left of the upload is the listener's to drain).
+fn committed_answer(target: &Target, received: Result<Committed, ApiError>) -> Result<Response, ApiError> {
     let committed = received?;
-    let body = Json(resource_json(&target.node.url, &committed.marker));
+    let body = Json(resource_node(&target.node.url, &committed.marker));
     Ok(with_etag(body.into_response(), &committed.marker.etag))
 }
 
 /// A folder PUT (`…/x/`) creates a folder and stores nothing it is sent:
 /// parts there would be dropped while the client is told 200, so a
 /// multipart body with any part is refused, naming the URL that stores
-/// files. Only the first part's headers are read; the rest is drained
-/// (bounded) as any refused upload.
+/// files. Only the first part's headers are read; the listener drains the
+/// rest (bounded), as for any refused upload.
 async fn no_files_for_a_folder(url: &ResourceUrl, request: Request) -> Result<(), ApiError> {
     let multipart = request
         .headers()
@@ -375,7 +368,6 @@ async fn no_files_for_a_folder(url: &ResourceUrl, request: Request) -> Result<()
     }
     let mut upload = Upload::new(request, "A folder is created with an empty body")?;
     let parts = upload.next_part().await?.is_some();
-    upload.drain().await;
     match (parts, url.as_item()) {
         (false, _) => Ok(()),
         (true, Some(resource)) => Err(ApiError::bad_request(format!(
@@ -424,7 +416,7 @@ pub async fn delete(
     }
     let Target { node, handler, .. } = target;
     let link = Link { url: node.url, location: node.location, kind: Kind::Folder(handler) };
-    catalog::delete(&state, &link, &conditions).await?;
+    state.catalog().delete(&link, &conditions).await?;
     Ok(StatusCode::OK.into_response())
 }
 
@@ -453,7 +445,7 @@ async fn delete_file(
         .folders()
         .delete_file(&target.node, file, &target.handler, conditions, Some(caller.author_name()))
         .await?;
-    let body = Json(resource_json(&target.node.url, &committed.marker));
+    let body = Json(resource_node(&target.node.url, &committed.marker));
     Ok(with_etag(body.into_response(), &committed.marker.etag))
 }
 
@@ -491,9 +483,9 @@ pub async fn metadata(
     if !url.is_bucket_root()
         && let Some(marker) = engine.live_marker(&target.node).await?
     {
-        let mut node = resource_json(url, &marker);
+        let mut node = resource_node(url, &marker);
         if with_permissions {
-            node["permissions"] =
+            node.permissions =
                 permission_names(&state, &caller, &target.node, &engine.access_url(&target.node).await?).await?;
         }
         return Ok(metadata_response(&headers, &node));
@@ -504,23 +496,21 @@ pub async fn metadata(
     let filter = state.access().listing_filter(&caller, &folder.location).await?;
     let shows = |url: &ResourceUrl| filter.shows(&caller, url);
     let listing = engine.list(&folder, recursive, token.as_deref(), limit, &shows).await?;
-    let mut node = folder_json(&folder.url, None, &resource_type);
+    let mut node = folder_node(&folder.url, None, &resource_type);
     let mut items = Vec::with_capacity(listing.items.len());
     for item in &listing.items {
-        let mut json = node_json(item, &resource_type);
+        let mut listed = listed_node(item, &resource_type);
         if with_permissions {
             // Resources are asked about by their item URL, folders by theirs.
-            json["permissions"] = permission_names(&state, &caller, &folder, item.url()).await?;
+            listed.permissions = permission_names(&state, &caller, &folder, item.url()).await?;
         }
-        items.push(json);
+        items.push(listed);
     }
     if with_permissions {
-        node["permissions"] = permission_names(&state, &caller, &folder, &folder.url).await?;
+        node.permissions = permission_names(&state, &caller, &folder, &folder.url).await?;
     }
-    node["items"] = json!(items);
-    if let Some(token) = listing.next_token {
-        node["nextToken"] = json!(bs58::encode(token.as_bytes()).into_string());
-    }
+    node.items = Some(Some(items));
+    node.next_token = listing.next_token.map(|token| bs58::encode(token.as_bytes()).into_string());
     Ok(metadata_response(&headers, &node))
 }
 
@@ -555,19 +545,17 @@ async fn list_files(
     let token = token.as_deref().map(decode_token).transpose()?;
     let listing = engine.list_files(&target.node, &marker, dir, recursive, token.as_deref(), limit)?;
     let resource_type = resource_type(&marker.type_name);
-    let mut items: Vec<Value> = listing.items.iter().map(|item| node_json(item, &resource_type)).collect();
-    let mut node = files_folder_json(url, dir, &resource_type);
+    let mut items: Vec<_> = listing.items.iter().map(|item| listed_node(item, &resource_type)).collect();
+    let mut node = files_folder_node(url, dir, &resource_type);
     if with_permissions {
         // A resource's files have its permissions.
         let permissions =
             permission_names(state, caller, &target.node, &engine.access_url(&target.node).await?).await?;
-        items.iter_mut().for_each(|item| item["permissions"] = permissions.clone());
-        node["permissions"] = permissions;
+        items.iter_mut().for_each(|item| item.permissions = permissions.clone());
+        node.permissions = permissions;
     }
-    node["items"] = json!(items);
-    if let Some(token) = listing.next_token {
-        node["nextToken"] = json!(bs58::encode(token.as_bytes()).into_string());
-    }
+    node.items = Some(Some(items));
+    node.next_token = listing.next_token.map(|token| bs58::encode(token.as_bytes()).into_string());
     Ok(metadata_response(headers, &node))
 }
 
@@ -577,8 +565,8 @@ async fn permission_names(
     caller: &Caller,
     node: &Node,
     url: &ResourceUrl,
-) -> Result<Value, ApiError> {
-    Ok(state.access().permission_names(caller, Resource { url, location: &node.location }).await?)
+) -> Result<Option<Vec<String>>, ApiError> {
+    Ok(Some(state.access().permission_names(caller, Resource { url, location: &node.location }).await?))
 }
 
 /// Listing tokens are opaque to clients (Base58 of the last name returned),
@@ -713,7 +701,7 @@ pub async fn restore(
     let request: RestoreRequest =
         serde_json::from_str(&body).map_err(|e| ApiError::bad_request(format!("Failed to parse json: {e}")))?;
     // A link like any other in a body: `…/x` or its listing form `…/x/`.
-    let link = catalog::resource(catalog::parse_link(&state, &request.url)?);
+    let link = state.catalog().parse_link(&request.url)?.as_resource();
     let handler = match &link.kind {
         Kind::Folder(handler) if link.url.group() == group => handler.clone(),
         _ => return Err(ApiError::bad_request(format!("{} is not a {group} resource", link.url))),
@@ -723,7 +711,7 @@ pub async fn restore(
     let marker = match named_version(request.version.as_deref())? {
         None => {
             // The owner or an admin (SPEC §4): admins hold no write on users' buckets.
-            if !caller.is_admin {
+            if !state.access().may_decide(&caller, AdminDecision::RestoreDeleted) {
                 check_access(&state, &caller, &target.node, Permission::Write).await?;
             }
             engine.restore(&target.node).await?
@@ -735,7 +723,7 @@ pub async fn restore(
             engine.restore_version(&target.node, version, &target.handler, author, &conditions).await?
         }
     };
-    Ok(with_etag(Json(resource_json(&target.node.url, &marker)).into_response(), &marker.etag))
+    Ok(with_etag(Json(resource_node(&target.node.url, &marker)).into_response(), &marker.etag))
 }
 
 #[cfg(test)]

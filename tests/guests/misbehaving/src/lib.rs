@@ -5,7 +5,9 @@
 //! file over and over until the host's read budget says no; any other name
 //! is valid. `build_marker_metadata` of `remember` reports what an instance
 //! would inherit from an earlier call if instances were not fresh: a static
-//! counter, a static buffer and heap memory it marks before returning.
+//! counter, a static buffer and heap memory it marks before returning;
+//! of `probe`, what the world outside its input looks like from inside: the
+//! filesystem, the environment, the clocks, randomness and the network.
 //! `check` (WIT 1.2) does both in one call, as a commit asks.
 
 #[cfg(target_arch = "wasm32")]
@@ -44,6 +46,9 @@ mod guest {
         ) -> Result<Vec<(String, String)>, Vec<Problem>> {
             if resource.name == "remember" {
                 return Ok(remember());
+            }
+            if resource.name == "probe" {
+                return Ok(probe());
             }
             Ok(vec![("name".into(), resource.name)])
         }
@@ -93,6 +98,42 @@ mod guest {
             ("static_clean".into(), static_clean.to_string()),
             ("heap_clean".into(), heap_clean.to_string()),
         ]
+    }
+
+    /// What the sandbox lets through, each as a value two calls can compare.
+    fn probe() -> Vec<(String, String)> {
+        use std::hash::BuildHasher;
+        let root = std::fs::read_dir("/").map(|entries| entries.count()).map_err(|e| e.kind());
+        let passwd = std::fs::read("/etc/passwd").map(|bytes| bytes.len()).map_err(|e| e.kind());
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|since| since.as_nanos())
+            .unwrap_or_default();
+        let start = std::time::Instant::now();
+        spin_a_little();
+        let elapsed = start.elapsed().as_nanos();
+        // `RandomState` keys its hasher from the system's random source.
+        let random = std::collections::hash_map::RandomState::new().hash_one(42u64);
+        let tcp = std::net::TcpStream::connect(("127.0.0.1", 80)).map(|_| "connected").map_err(|e| e.kind());
+        let lookup = std::net::ToSocketAddrs::to_socket_addrs(&("example.com", 80)).map(|a| a.count()).map_err(|e| e.kind());
+        vec![
+            ("read_dir_root".into(), format!("{root:?}")),
+            ("read_etc_passwd".into(), format!("{passwd:?}")),
+            ("env_vars".into(), std::env::vars_os().count().to_string()),
+            ("args".into(), std::env::args_os().count().to_string()),
+            ("wall_clock_ns".into(), wall.to_string()),
+            ("monotonic_elapsed_ns".into(), elapsed.to_string()),
+            ("random_hash".into(), random.to_string()),
+            ("tcp_connect".into(), format!("{tcp:?}")),
+            ("name_lookup".into(), format!("{lookup:?}")),
+        ]
+    }
+
+    fn spin_a_little() {
+        let mut counter: u64 = 0;
+        for _ in 0..1_000_000 {
+            counter = std::hint::black_box(counter.wrapping_add(1));
+        }
     }
 
     fn spin_forever() -> ! {

@@ -1,75 +1,57 @@
-//! DIAL's metadata JSON for v1 nodes (`GET /v1/metadata/…`, PUT responses):
+//! v1 nodes as DIAL's metadata JSON (`GET /v1/metadata/…`, PUT responses):
 //! camelCase names, enum names for `nodeType` / `resourceType`, null fields
 //! omitted — except `"items": null` on folders inside a listing, as DIAL
 //! writes them.
 
-use serde_json::{Map, Value, json};
-
-use super::listing::{Listed, Listing};
-use super::{BlobGroup, ItemMeta};
+use super::{Node, NodeType};
+use crate::blobs::{BlobGroup, ItemMeta, Listed, Listing};
 use crate::resource_url::ResourceUrl;
 
 /// One item. `etag` only for single-item metadata and write responses, not
 /// in listings; `contentLength`/`contentType` for files.
-pub fn item_json(url: &ResourceUrl, group: BlobGroup, meta: &ItemMeta, with_etag: bool) -> Value {
-    let mut node = base(url, group, "ITEM");
-    node.insert("createdAt".into(), json!(meta.created_at));
-    node.insert("updatedAt".into(), json!(meta.updated_at));
-    if with_etag {
-        node.insert("etag".into(), json!(meta.etag));
-    }
+pub fn item_node(url: &ResourceUrl, group: BlobGroup, meta: &ItemMeta, with_etag: bool) -> Node {
+    let mut node = Node::at(url, NodeType::Item, group.resource_type());
+    node.created_at = Some(meta.created_at);
+    node.updated_at = Some(meta.updated_at);
+    node.etag = with_etag.then(|| meta.etag.clone());
     if group == BlobGroup::Files {
-        node.insert("contentLength".into(), json!(meta.content_length));
-        node.insert("contentType".into(), json!(meta.content_type));
+        node.content_length = Some(meta.content_length);
+        node.content_type = Some(meta.content_type.clone());
     }
-    if let Some(author) = &meta.author {
-        node.insert("author".into(), json!(author));
-    }
-    Value::Object(node)
+    node.author = meta.author.clone();
+    node
 }
 
 /// A folder with one page of its children (or, with `recursive`, of every
 /// item below it).
-pub fn folder_json(url: &ResourceUrl, group: BlobGroup, listing: &Listing) -> Value {
-    let mut node = base(url, group, "FOLDER");
-    let items: Vec<Value> = listing.items.iter().map(|listed| listed_json(listed, group)).collect();
-    node.insert("items".into(), Value::Array(items));
-    if let Some(token) = &listing.next_token {
-        node.insert("nextToken".into(), json!(token));
-    }
-    Value::Object(node)
+pub fn folder_node(url: &ResourceUrl, group: BlobGroup, listing: &Listing) -> Node {
+    let mut node = Node::at(url, NodeType::Folder, group.resource_type());
+    node.items = Some(Some(listing.items.iter().map(|listed| listed_node(listed, group)).collect()));
+    node.next_token = listing.next_token.clone();
+    node
 }
 
-fn listed_json(listed: &Listed, group: BlobGroup) -> Value {
+fn listed_node(listed: &Listed, group: BlobGroup) -> Node {
     match listed {
-        Listed::Item { url, meta } => item_json(url, group, meta, false),
+        Listed::Item { url, meta } => item_node(url, group, meta, false),
         Listed::Folder { url } => {
-            let mut node = base(url, group, "FOLDER");
-            node.insert("items".into(), Value::Null);
-            Value::Object(node)
+            let mut node = Node::at(url, NodeType::Folder, group.resource_type());
+            node.items = Some(None);
+            node
         }
     }
 }
 
-fn base(url: &ResourceUrl, group: BlobGroup, node_type: &str) -> Map<String, Value> {
-    let mut node = Map::new();
-    if let Some(name) = url.name() {
-        node.insert("name".into(), json!(name));
-    }
-    if let Some(parent) = url.parent_path() {
-        node.insert("parentPath".into(), json!(parent));
-    }
-    node.insert("bucket".into(), json!(url.bucket()));
-    node.insert("url".into(), json!(url.to_string()));
-    node.insert("nodeType".into(), json!(node_type));
-    node.insert("resourceType".into(), json!(group.resource_type()));
-    node
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::resource_url::Intent;
+
+    fn as_json(node: Node) -> serde_json::Value {
+        serde_json::to_value(node).unwrap()
+    }
 
     fn meta() -> ItemMeta {
         ItemMeta {
@@ -86,7 +68,7 @@ mod tests {
     fn items() {
         let url = ResourceUrl::parse("files/b/dir/a%20b.txt", Intent::Read).unwrap();
         assert_eq!(
-            item_json(&url, BlobGroup::Files, &meta(), true),
+            as_json(item_node(&url, BlobGroup::Files, &meta(), true)),
             json!({
                 "name": "a b.txt", "parentPath": "dir", "bucket": "b", "url": "files/b/dir/a%20b.txt",
                 "nodeType": "ITEM", "resourceType": "FILE", "createdAt": 1, "updatedAt": 2, "etag": "e",
@@ -95,7 +77,7 @@ mod tests {
         );
         let url = ResourceUrl::parse("prompts/b/p", Intent::Read).unwrap();
         assert_eq!(
-            item_json(&url, BlobGroup::Prompts, &meta(), false),
+            as_json(item_node(&url, BlobGroup::Prompts, &meta(), false)),
             json!({
                 "name": "p", "bucket": "b", "url": "prompts/b/p",
                 "nodeType": "ITEM", "resourceType": "PROMPT", "createdAt": 1, "updatedAt": 2,
@@ -113,7 +95,7 @@ mod tests {
             next_token: Some("t".into()),
         };
         assert_eq!(
-            folder_json(&root, BlobGroup::Conversations, &listing),
+            as_json(folder_node(&root, BlobGroup::Conversations, &listing)),
             json!({
                 "bucket": "b", "url": "conversations/b/", "nodeType": "FOLDER", "resourceType": "CONVERSATION",
                 "items": [
