@@ -127,6 +127,55 @@ fn no_circles_and_no_upward_imports() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The core and the runtime know no HTTP status, and the host turns errors
+/// into responses in one place: `http::error` is the only module with an
+/// `IntoResponse` impl (ARCHITECTURE.md, "Invariants of `dial-host`").
+#[test]
+fn no_status_codes_outside_the_host() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut failures = Vec::new();
+    for krate in CRATES {
+        for (module, source) in modules(&root.join(krate.src)) {
+            let words: Vec<&str> =
+                source.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| !w.is_empty()).collect();
+            if krate.name != "dial-host" && words.contains(&"StatusCode") {
+                failures.push(format!("{}: {module} names StatusCode", krate.name));
+            }
+            // `impl [axum::response::]IntoResponse for …` (not `-> impl IntoResponse`).
+            let renders = words
+                .windows(2)
+                .enumerate()
+                .any(|(at, pair)| pair == ["IntoResponse", "for"] && words[at.saturating_sub(3)..at].contains(&"impl"));
+            if renders && !(krate.name == "dial-host" && module == "http::error") {
+                failures.push(format!("{}: {module} renders a response of its own (impl IntoResponse)", krate.name));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Most lines of a source file before its tests: a file past it mixes
+/// concerns that want modules of their own.
+const MAX_SOURCE_LINES: usize = 800;
+
+#[test]
+fn no_source_file_is_over_800_lines_before_its_tests() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut failures = Vec::new();
+    for krate in CRATES {
+        let mut files = Vec::new();
+        collect(&root.join(krate.src), &mut files);
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let lines = text.lines().take_while(|line| line.trim() != "#[cfg(test)]").count();
+            if lines > MAX_SOURCE_LINES {
+                failures.push(format!("{}: {lines} lines before its tests", file.display()));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Every module of a crate: its path (`folders::engine`; the crate root is
 /// `""`, a binary's `main`) and its source, with comments, strings and
 /// `#[cfg(test)]` items removed.

@@ -115,7 +115,8 @@ mod guest {
         // `RandomState` keys its hasher from the system's random source.
         let random = std::collections::hash_map::RandomState::new().hash_one(42u64);
         let tcp = std::net::TcpStream::connect(("127.0.0.1", 80)).map(|_| "connected").map_err(|e| e.kind());
-        let lookup = std::net::ToSocketAddrs::to_socket_addrs(&("example.com", 80)).map(|a| a.count()).map_err(|e| e.kind());
+        let lookup =
+            std::net::ToSocketAddrs::to_socket_addrs(&("example.com", 80)).map(|a| a.count()).map_err(|e| e.kind());
         vec![
             ("read_dir_root".into(), format!("{root:?}")),
             ("read_etc_passwd".into(), format!("{passwd:?}")),
