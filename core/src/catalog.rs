@@ -7,13 +7,13 @@ use crate::access::{AccessError, AccessService, Permission, Resource};
 use crate::auth::Caller;
 use crate::blobs::service::Download;
 use crate::blobs::{BlobError, BlobGroup, BlobService, BlobTarget, ItemMeta};
-use crate::buckets::{BucketCodec, BucketLocation};
+use crate::buckets::{BucketCodec, BucketLocation, InvalidBucket};
 use crate::dependencies::{DeclarationPolicy, V1_GROUPS};
 use crate::etag::{EtagMatch, Preconditions};
 use crate::folders::marker::{FolderMarker, ResourceMarker};
 use crate::folders::{FolderEngine, FolderError, Node};
 use crate::handlers::{Handler, HandlerRegistry};
-use crate::resource_url::{Intent, ResourceUrl};
+use crate::resource_url::{Intent, ResourceUrl, UrlError};
 use crate::sharing::SharingError;
 
 /// Why a catalog operation failed: the error of the store it reached, or a
@@ -34,6 +34,13 @@ pub enum CatalogError {
          change, and kept as last written"
     )]
     ChangedWhileMoved { source_url: String, destination_url: String },
+    /// Nothing this host serves is there (404): `Not found: <url>`.
+    #[error("Not found: {0}")]
+    NotFound(String),
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    #[error(transparent)]
+    Bucket(#[from] InvalidBucket),
     #[error(transparent)]
     Folder(#[from] FolderError),
     #[error(transparent)]

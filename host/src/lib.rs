@@ -10,9 +10,9 @@
 //! See `ARCHITECTURE.md` at the repository root for the map.
 
 pub use dial_core::{
-    access, apps, audit, auth, blobs, buckets, catalog, clock, config, consent, dependencies, documents, etag, events,
-    folders, handlers, hashing, identity, keys, listing_cache, locks, metrics, permissions, publication, redis_conn,
-    resource_url, sharing, storage,
+    access, apps, audit, auth, blob_resources, blobs, buckets, catalog, clock, config, consent, dependencies,
+    documents, etag, events, folder_resources, folders, handlers, hashing, identity, keys, listing_cache, locks,
+    metrics, permissions, publication, redis_conn, resource_url, sharing, storage,
 };
 
 pub mod backends;

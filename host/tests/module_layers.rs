@@ -70,7 +70,8 @@ const CRATES: &[Crate] = &[
             &["blobs::error", "blobs::trailer", "blobs::application", "apps"],
             &["blobs"],
             &["catalog"],
-            &["publication::workflow"],
+            &["publication::workflow", "folder_resources"],
+            &["blob_resources"],
         ],
     },
     Crate {

@@ -229,6 +229,9 @@ impl From<CatalogError> for ApiError {
         match error {
             CatalogError::IncorrectLink(_) | CatalogError::Invalid(_) => Self::bad_request(error.to_string()),
             CatalogError::ChangedWhileMoved { .. } => Self::new(StatusCode::CONFLICT, error.to_string()),
+            CatalogError::NotFound(url) => Self::not_found(&url),
+            CatalogError::Url(error) => error.into(),
+            CatalogError::Bucket(error) => error.into(),
             CatalogError::Folder(error) => error.into(),
             CatalogError::Blob(error) => error.into(),
             CatalogError::Access(error) => error.into(),

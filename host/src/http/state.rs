@@ -11,12 +11,14 @@ use crate::apps::{ConfigApps, StoredDefinitions};
 use crate::audit::Audit;
 use crate::auth::Authenticator;
 use crate::auth::Caller;
+use crate::blob_resources::BlobResources;
 use crate::blobs::BlobService;
 use crate::buckets::BucketCodec;
 use crate::catalog::Catalog;
 use crate::consent::ConsentStore;
 use crate::dependencies::DeclarationPolicy;
 use crate::documents::Documents;
+use crate::folder_resources::FolderResources;
 use crate::folders::FolderEngine;
 use crate::handlers::HandlerRegistry;
 use crate::keys::Keys;
@@ -110,6 +112,16 @@ impl AppState {
             access: &self.inner.access,
             allow_user_dependencies: self.inner.allow_user_dependencies,
         }
+    }
+
+    /// The v1 resource API.
+    pub fn blob_resources(&self) -> BlobResources<'_> {
+        BlobResources::new(self.catalog())
+    }
+
+    /// The v2 resource API.
+    pub fn folder_resources(&self) -> FolderResources<'_> {
+        FolderResources::new(self.catalog())
     }
 
     /// The publication workflow.

@@ -1,9 +1,10 @@
 //! `/v1/{files|prompts|conversations|applications}/{bucket}/{path}` and
 //! `/v1/metadata/{group}/{bucket}/{path}`: v1 single-blob resources.
 //!
-//! Thin: the raw (still percent-encoded) path goes through the one URL
-//! parser, the bucket codec and the one access check; everything else is
-//! the blob service's ([`crate::blobs`]).
+//! Thin: each route extracts, makes one call to the core's
+//! `BlobResources` (the raw path through the one URL parser, the bucket
+//! codec and the one access check, then the blob service) and renders what
+//! it returns.
 
 use axum::Json;
 use axum::body::Body;
@@ -18,35 +19,18 @@ use super::extract::{ListingQuery, preconditions};
 use super::multipart::{FormFields, Upload};
 use super::respond::{file_headers, metadata_response, raw_path, with_etag};
 use super::state::AppState;
-use super::wire::blobs::{folder_node, item_node};
-use crate::access::{Permission, Resource};
+use super::wire::blobs::{item_node, metadata_node};
+use crate::access::Permission;
 use crate::auth::Caller;
-use crate::blobs::{BlobError, BlobGroup, BlobTarget, Download};
-use crate::catalog::{Kind, Link};
-use crate::resource_url::{Intent, ResourceUrl};
+use crate::blob_resources::BlobMetadata;
+use crate::blobs::{BlobError, BlobGroup, Download};
+use crate::folder_resources::Page;
+use crate::resource_url::Intent;
 
 /// GET / PUT / DELETE of one item. Bodies are limited by the blob service
 /// while streaming, so the default body limit is off.
 pub fn resource_routes() -> MethodRouter<AppState> {
     get(get_item).put(put_item).delete(delete_item).layer(DefaultBodyLimit::disable())
-}
-
-/// Parses `<group>/<bucket>/<path>` (raw), checks the group is a v1 one, then
-/// access.
-async fn resolve(
-    state: &AppState,
-    caller: &Caller,
-    raw: &str,
-    intent: Intent,
-    permission: Permission,
-) -> Result<BlobTarget, ApiError> {
-    let url = ResourceUrl::parse(raw, intent)?;
-    if BlobGroup::parse(url.group()).is_none() {
-        return Err(ApiError::not_found(&url.to_string()));
-    }
-    let location = state.buckets().decode(url.bucket())?;
-    state.access().check(caller, Resource { url: &url, location: &location }, permission).await?;
-    Ok(BlobTarget::new(url, location)?)
 }
 
 /// `GET`: the item's bytes with its content type, length and `ETag`; 304
@@ -65,9 +49,8 @@ pub(super) async fn get_item(
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let target = resolve(&state, &caller, raw_path(&uri, "/v1/"), Intent::Read, Permission::Read).await?;
     let conditions = preconditions(&headers);
-    match state.blobs().download(&target, &conditions).await? {
+    match state.blob_resources().download(&caller, raw_path(&uri, "/v1/"), &conditions).await? {
         Download::NotModified(meta) => Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &meta.etag)),
         Download::Content { meta, body } => {
             let response = (
@@ -98,7 +81,8 @@ pub(super) async fn put_item(
     headers: HeaderMap,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let target = resolve(&state, &caller, raw_path(&uri, "/v1/"), Intent::Write, Permission::Write).await?;
+    let raw = raw_path(&uri, "/v1/");
+    let target = state.blob_resources().resolve(&caller, raw, Intent::Write, Permission::Write).await?;
     if target.url.is_folder() {
         return Err(BlobError::FolderNotAllowed(target.url.to_string()).into());
     }
@@ -138,10 +122,8 @@ pub(super) async fn delete_item(
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let target = resolve(&state, &caller, raw_path(&uri, "/v1/"), Intent::Read, Permission::Write).await?;
     let conditions = preconditions(&headers);
-    let link = Link { kind: Kind::Blob(target.group()), url: target.url, location: target.location };
-    state.catalog().delete(&link, &conditions).await?;
+    state.blob_resources().delete(&caller, raw_path(&uri, "/v1/"), &conditions).await?;
     Ok(StatusCode::OK.into_response())
 }
 
@@ -164,31 +146,16 @@ pub async fn metadata(
     headers: HeaderMap,
     query: ListingQuery,
 ) -> Result<Response, ApiError> {
-    let target = resolve(&state, &caller, raw_path(&uri, "/v1/metadata/"), Intent::Read, Permission::Read).await?;
-    let ListingQuery { limit, token, recursive, permissions: with_permissions } = query;
-    let permissions_of = async |url: &ResourceUrl| -> Result<Option<Vec<String>>, ApiError> {
-        Ok(Some(state.access().permission_names(&caller, Resource { url, location: &target.location }).await?))
+    let ListingQuery { limit, token, recursive, permissions } = query;
+    let page = Page { limit, token, recursive, permissions };
+    let raw = raw_path(&uri, "/v1/metadata/");
+    let metadata = state.blob_resources().metadata(&caller, raw, page).await?;
+    // An item answers with its etag; a listing has none.
+    let etag = match &metadata {
+        BlobMetadata::Item { meta, .. } => Some(meta.etag.clone()),
+        BlobMetadata::Folder { .. } => None,
     };
-    let (mut body, etag) = if target.url.is_folder() {
-        // In `public`, a non-admin sees only what the folder rules admit.
-        let filter = state.access().listing_filter(&caller, &target.location).await?;
-        let shows = |url: &ResourceUrl| filter.shows(&caller, url);
-        let listing = state.blobs().list(&target, recursive, token.as_deref(), limit, &shows).await?;
-        let mut body = folder_node(&target.url, target.group(), &listing);
-        if with_permissions && let Some(Some(items)) = body.items.as_mut() {
-            for (node, item) in items.iter_mut().zip(&listing.items) {
-                node.permissions = permissions_of(item.url()).await?;
-            }
-        }
-        (body, None)
-    } else {
-        let meta = state.blobs().metadata(&target).await?;
-        (item_node(&target.url, target.group(), &meta, true), Some(meta.etag))
-    };
-    if with_permissions {
-        body.permissions = permissions_of(&target.url).await?;
-    }
-    let response = metadata_response(&headers, &body);
+    let response = metadata_response(&headers, &metadata_node(metadata));
     Ok(match etag {
         Some(etag) => with_etag(response, &etag),
         None => response,

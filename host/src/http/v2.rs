@@ -1,16 +1,13 @@
 //! `/v2/{group}/…`: folder resources of every registered handler type.
-//!
-//! Paths are taken raw (still percent-encoded) from the request and parsed by
-//! the one URL parser. Everything before the first `files` segment is the
-//! resource (`files` cannot name a resource, so this is unambiguous).
+//! Each route extracts, makes one call to the core's `FolderResources`
+//! (which resolves the raw path, decides access and answers in domain
+//! terms) and renders what it returns.
 
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
-use object_store::ObjectStoreExt;
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
@@ -18,119 +15,18 @@ use super::extract::{ListingQuery, preconditions};
 use super::multipart::{FormFields, Upload};
 use super::respond::{file_headers, metadata_response, raw_path, with_etag};
 use super::state::AppState;
-use super::wire::folders::{files_folder_node, folder_node, listed_node, resource_node};
-use crate::access::{AdminDecision, Permission, Resource};
+use super::wire::folders::{folder_node, metadata_node, resource_node};
+use crate::access::Permission;
 use crate::auth::Caller;
-use crate::catalog::{Kind, Link};
 use crate::etag::Preconditions;
-use crate::folders::Node;
-use crate::folders::archive::stream_zip;
+use crate::folder_resources::{Deleted, Download, Metadata, Page, Target};
 use crate::folders::engine::Committed;
-use crate::folders::marker::ResourceMarker;
-use crate::folders::marker::VersionRecord;
-use crate::folders::names::FILES_SEGMENT;
-use crate::folders::resource_type;
-use crate::handlers::Handler;
 use crate::resource_url::{Intent, ResourceUrl};
-
-/// A v2 request path, resolved: the node, its handler, and the file path
-/// inside the resource when the URL goes through `/files/`.
-struct Target {
-    node: Node,
-    handler: Handler,
-    file: Option<String>,
-    /// The file part of the URL ended in `/`: it names a folder of files.
-    file_folder: bool,
-}
-
-impl Target {
-    /// The file a GET, PUT or DELETE of one file addresses; a URL ending in
-    /// `/` names a folder of files, which only listings take.
-    fn single_file(&self) -> Result<Option<&str>, ApiError> {
-        match &self.file {
-            Some(file) if self.file_folder => Err(ApiError::bad_request(format!(
-                "{}/files/{file}/ names a folder of files: a file's URL has no trailing /",
-                self.node.url.as_item().unwrap_or_else(|| self.node.url.clone())
-            ))),
-            file => Ok(file.as_deref()),
-        }
-    }
-}
-
-/// Parses `<group>/<bucket>/<path>[/files/<file>]` (raw) and checks access.
-async fn resolve(
-    state: &AppState,
-    caller: &Caller,
-    raw: &str,
-    intent: Intent,
-    permission: Permission,
-) -> Result<Target, ApiError> {
-    let target = locate(state, raw, intent)?;
-    check_access(state, caller, &target.node, permission).await?;
-    Ok(target)
-}
-
-/// The one access check of a v2 node, on the URL access decisions use.
-async fn check_access(state: &AppState, caller: &Caller, node: &Node, permission: Permission) -> Result<(), ApiError> {
-    let checked = state.folders().access_url(node).await?;
-    state.access().check(caller, Resource { url: &checked, location: &node.location }, permission).await?;
-    Ok(())
-}
-
-/// Parses a v2 path without deciding access.
-fn locate(state: &AppState, raw: &str, intent: Intent) -> Result<Target, ApiError> {
-    let (resource_raw, file_raw) = split_files(raw);
-    let url = ResourceUrl::parse(resource_raw, intent)?;
-    let handler = state.handlers().get(url.group()).ok_or_else(|| ApiError::not_found(&format!("/v2/{raw}")))?;
-    let location = state.buckets().decode(url.bucket())?;
-    let node = Node::new(url, location)?;
-    let file = match file_raw {
-        Some(raw_file) => Some(decode_file_path(raw_file)?),
-        None => None,
-    };
-    let file_folder = file_raw.is_some_and(|raw| raw.ends_with('/'));
-    Ok(Target { node, handler, file, file_folder })
-}
-
-/// Splits at the first `files` segment after `<group>/<bucket>/`.
-fn split_files(raw: &str) -> (&str, Option<&str>) {
-    let mut offset: usize = 0;
-    for (index, segment) in raw.split('/').enumerate() {
-        if index >= 3 && segment == FILES_SEGMENT {
-            // `offset` points at this segment; the resource ends before its `/`.
-            let resource = &raw[..offset.saturating_sub(1)];
-            let rest = &raw[(offset + segment.len()).min(raw.len())..];
-            return (resource, Some(rest.strip_prefix('/').unwrap_or(rest)));
-        }
-        offset += segment.len() + 1;
-    }
-    (raw, None)
-}
-
-fn decode_file_path(raw: &str) -> Result<String, ApiError> {
-    let trimmed = raw.strip_suffix('/').unwrap_or(raw);
-    let mut segments = Vec::new();
-    for segment in trimmed.split('/').filter(|s| !trimmed.is_empty() || !s.is_empty()) {
-        let decoded = percent_encoding::percent_decode_str(segment)
-            .decode_utf8()
-            .map_err(|_| ApiError::bad_request(format!("Invalid file path: {raw}")))?;
-        segments.push(decoded.into_owned());
-    }
-    Ok(segments.join("/"))
-}
 
 #[derive(Debug, Deserialize)]
 pub struct VersionQuery {
     /// A retained version to read instead of the current one.
     version: Option<String>,
-}
-
-/// A `version` a request names: absent, or not empty.
-fn named_version(version: Option<&str>) -> Result<Option<&str>, ApiError> {
-    match version {
-        Some("") => Err(ApiError::bad_request("version must name a version (see /v2/versions/…)")),
-        other => Ok(other),
-    }
 }
 
 // The routes below are served by one handler per method (`/v2/{*path}`);
@@ -166,36 +62,23 @@ pub async fn get(
     headers: HeaderMap,
     Query(query): Query<VersionQuery>,
 ) -> Result<Response, ApiError> {
-    let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Read).await?;
     let conditions = preconditions(&headers);
-    let engine = state.folders();
-    let file = target.single_file()?.map(str::to_owned);
-    let marker = match named_version(query.version.as_deref())? {
-        None => engine.resource_for_read(&target.node).await?,
-        Some(version) => engine.version_for_read(&target.node, version).await?,
-    };
-    if let Some(file) = file {
-        return get_file(&state, &target, &file, marker, &conditions).await;
+    let raw = raw_path(&uri, "/v2/");
+    match state.folder_resources().download(&caller, raw, query.version.as_deref(), &conditions).await? {
+        Download::NotModified { etag } => Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &etag)),
+        Download::Archive { name, etag, body } => {
+            let headers = [
+                (header::CONTENT_TYPE, "application/zip".to_string()),
+                (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{name}.zip\"")),
+            ];
+            Ok(with_etag((headers, Body::from_stream(body)).into_response(), &etag))
+        }
+        file @ Download::File { .. } => Ok(get_file(file)),
     }
-    if conditions.not_modified(&marker.etag) {
-        return Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &marker.etag));
-    }
-    let name = target.node.url.name().unwrap_or("resource").replace('"', "");
-    let etag = marker.etag.clone();
-    let body = Body::from_stream(stream_zip(engine.store().clone(), target.node.paths().clone(), marker));
-    let response = (
-        [
-            (header::CONTENT_TYPE, "application/zip".to_string()),
-            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{name}.zip\"")),
-        ],
-        body,
-    )
-        .into_response();
-    Ok(with_etag(response, &etag))
 }
 
-/// `GET /v2/{g}/{b}/{path}/files/{file}`: one file of the version `marker`
-/// describes (the current one, or `?version=<id>`), streamed.
+/// `GET /v2/{g}/{b}/{path}/files/{file}`: one file of the current version
+/// (or `?version=<id>`), streamed.
 #[utoipa::path(get, path = "/v2/{group}/{bucket}/{path}/files/{file}", tag = "v2",
     params(("group" = String, Path, description = GROUP), ("bucket" = String, Path, description = BUCKET),
         ("path" = String, Path, description = RESOURCE_PATH), ("file" = String, Path, description = FILE_PATH),
@@ -209,25 +92,10 @@ pub async fn get(
         (status = 404, description = "No such resource, file or version (`Version <id> not found`)", body = String,
             content_type = "text/plain"),
     ))]
-async fn get_file(
-    state: &AppState,
-    target: &Target,
-    file: &str,
-    marker: ResourceMarker,
-    conditions: &Preconditions,
-) -> Result<Response, ApiError> {
-    let engine = state.folders();
-    let (object, record) = engine.file_path(&target.node, &marker, file)?;
-    if conditions.not_modified(&record.etag) {
-        return Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &record.etag));
-    }
-    let stream = engine.store().get(&object).await.map_err(crate::folders::FolderError::from)?.into_stream();
-    let response = (
-        file_headers(content_type_of(file), record.size),
-        Body::from_stream(stream.map(|chunk| chunk.map_err(std::io::Error::other))),
-    )
-        .into_response();
-    Ok(with_etag(response, &record.etag))
+fn get_file(download: Download) -> Response {
+    let Download::File { path, etag, size, body } = download else { unreachable!("a file download") };
+    let response = (file_headers(content_type_of(&path), size), Body::from_stream(body)).into_response();
+    with_etag(response, &etag)
 }
 
 /// A small table: the common types of skill files; everything else is bytes.
@@ -271,7 +139,8 @@ pub async fn put(
     headers: HeaderMap,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Write, Permission::Write).await?;
+    let raw = raw_path(&uri, "/v2/");
+    let target = state.folder_resources().resolve(&caller, raw, Intent::Write, Permission::Write).await?;
     let conditions = preconditions(&headers);
     let engine = state.folders();
     if let Some(file) = target.single_file()? {
@@ -282,8 +151,7 @@ pub async fn put(
         no_files_for_a_folder(&target.node.url, request).await?;
         let marker = engine.create_folder(&target.node, Some(caller.author_name())).await?;
         let etag = marker.etag();
-        let resource_type = resource_type(&target.handler.description().type_name);
-        let body = Json(folder_node(&target.node.url, Some(&marker), &resource_type));
+        let body = Json(folder_node(&target.node.url, Some(&marker), &target.resource_type()));
         return Ok(with_etag(body.into_response(), &etag));
     }
     let mut upload = Upload::new(request, "Expected a multipart/form-data body, one part per file")?;
@@ -394,30 +262,11 @@ pub async fn delete(
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let target = resolve(&state, &caller, raw_path(&uri, "/v2/"), Intent::Read, Permission::Write).await?;
     let conditions = preconditions(&headers);
-    let engine = state.folders();
-    if let Some(file) = target.single_file()? {
-        return delete_file(&state, &caller, &target, file, &conditions).await;
+    match state.folder_resources().delete(&caller, raw_path(&uri, "/v2/"), &conditions).await? {
+        Deleted::Resource | Deleted::Folder => Ok(StatusCode::OK.into_response()),
+        Deleted::File { url, committed } => Ok(delete_file(&url, *committed)),
     }
-    if target.node.url.is_folder() {
-        // `…/x/` deletes a folder only if empty (SPEC §4); a resource's
-        // listing form must not delete the resource and its files.
-        let named = engine.access_url(&target.node).await?;
-        if !named.is_folder() {
-            return Err(ApiError::bad_request(format!(
-                "{} is a resource, not a folder: delete it as {named}",
-                target.node.url
-            )));
-        }
-        engine.delete_folder(&target.node, &conditions).await?;
-        state.access().sharing().forget(&target.node.location, &target.node.url.to_string()).await?;
-        return Ok(StatusCode::OK.into_response());
-    }
-    let Target { node, handler, .. } = target;
-    let link = Link { url: node.url, location: node.location, kind: Kind::Folder(handler) };
-    state.catalog().delete(&link, &conditions).await?;
-    Ok(StatusCode::OK.into_response())
 }
 
 /// `DELETE /v2/{g}/{b}/{path}/files/{file}`: one file removed, as a new
@@ -434,19 +283,9 @@ pub async fn delete(
         (status = 412, description = "`If-Match` is not the resource's aggregate etag", body = String,
             content_type = "text/plain"),
     ))]
-async fn delete_file(
-    state: &AppState,
-    caller: &Caller,
-    target: &Target,
-    file: &str,
-    conditions: &Preconditions,
-) -> Result<Response, ApiError> {
-    let committed = state
-        .folders()
-        .delete_file(&target.node, file, &target.handler, conditions, Some(caller.author_name()))
-        .await?;
-    let body = Json(resource_node(&target.node.url, &committed.marker));
-    Ok(with_etag(body.into_response(), &committed.marker.etag))
+fn delete_file(url: &ResourceUrl, committed: Committed) -> Response {
+    let body = Json(resource_node(url, &committed.marker));
+    with_etag(body.into_response(), &committed.marker.etag)
 }
 
 /// `GET /v2/metadata/{g}/{b}/{path}[/]`: a folder's children or a
@@ -470,48 +309,14 @@ pub async fn metadata(
     headers: HeaderMap,
     query: ListingQuery,
 ) -> Result<Response, ApiError> {
-    let target = resolve(&state, &caller, raw_path(&uri, "/v2/metadata/"), Intent::Read, Permission::Read).await?;
-    if let Some(dir) = &target.file {
-        return list_files(&state, &caller, &target, dir, &headers, query).await;
-    }
-    let ListingQuery { limit, token, recursive, permissions: with_permissions } = query;
-    let engine = state.folders();
-    let url = &target.node.url;
-    let resource_type = resource_type(&target.handler.description().type_name);
-    // A resource answers its metadata whichever form names it (listings
-    // give resources URLs ending in `/`).
-    if !url.is_bucket_root()
-        && let Some(marker) = engine.live_marker(&target.node).await?
-    {
-        let mut node = resource_node(url, &marker);
-        if with_permissions {
-            node.permissions =
-                permission_names(&state, &caller, &target.node, &engine.access_url(&target.node).await?).await?;
-        }
-        return Ok(metadata_response(&headers, &node));
-    }
-    let folder = if url.is_folder() { target.node.clone() } else { as_folder(&target.node)? };
-    let token = token.as_deref().map(decode_token).transpose()?;
-    // In `public`, a non-admin sees only what the folder rules admit.
-    let filter = state.access().listing_filter(&caller, &folder.location).await?;
-    let shows = |url: &ResourceUrl| filter.shows(&caller, url);
-    let listing = engine.list(&folder, recursive, token.as_deref(), limit, &shows).await?;
-    let mut node = folder_node(&folder.url, None, &resource_type);
-    let mut items = Vec::with_capacity(listing.items.len());
-    for item in &listing.items {
-        let mut listed = listed_node(item, &resource_type);
-        if with_permissions {
-            // Resources are asked about by their item URL, folders by theirs.
-            listed.permissions = permission_names(&state, &caller, &folder, item.url()).await?;
-        }
-        items.push(listed);
-    }
-    if with_permissions {
-        node.permissions = permission_names(&state, &caller, &folder, &folder.url).await?;
-    }
-    node.items = Some(Some(items));
-    node.next_token = listing.next_token.map(|token| bs58::encode(token.as_bytes()).into_string());
-    Ok(metadata_response(&headers, &node))
+    let ListingQuery { limit, token, recursive, permissions } = query;
+    let page = Page { limit, token, recursive, permissions };
+    let raw = raw_path(&uri, "/v2/metadata/");
+    let metadata = state.folder_resources().metadata(&caller, raw, page).await?;
+    Ok(match metadata {
+        files @ Metadata::Files { .. } => list_files(&headers, files),
+        other => metadata_response(&headers, &metadata_node(other)),
+    })
 }
 
 /// `GET /v2/metadata/{g}/{b}/{path}/files[/{dir}]`: the files of the
@@ -530,58 +335,8 @@ pub async fn metadata(
         (`FOLDER`) in it (typed `application/vnd.dial.metadata+json` when `Accept` names it)",
         content((super::wire::Node = "application/json"), (super::wire::Node = "application/vnd.dial.metadata+json"))),
         (status = 404, description = "No such resource or directory", body = String, content_type = "text/plain"),))]
-async fn list_files(
-    state: &AppState,
-    caller: &Caller,
-    target: &Target,
-    dir: &str,
-    headers: &HeaderMap,
-    query: ListingQuery,
-) -> Result<Response, ApiError> {
-    let ListingQuery { limit, token, recursive, permissions: with_permissions } = query;
-    let engine = state.folders();
-    let url = &target.node.url;
-    let marker = engine.live_marker(&target.node).await?.ok_or_else(|| ApiError::not_found(&url.to_string()))?;
-    let token = token.as_deref().map(decode_token).transpose()?;
-    let listing = engine.list_files(&target.node, &marker, dir, recursive, token.as_deref(), limit)?;
-    let resource_type = resource_type(&marker.type_name);
-    let mut items: Vec<_> = listing.items.iter().map(|item| listed_node(item, &resource_type)).collect();
-    let mut node = files_folder_node(url, dir, &resource_type);
-    if with_permissions {
-        // A resource's files have its permissions.
-        let permissions =
-            permission_names(state, caller, &target.node, &engine.access_url(&target.node).await?).await?;
-        items.iter_mut().for_each(|item| item.permissions = permissions.clone());
-        node.permissions = permissions;
-    }
-    node.items = Some(Some(items));
-    node.next_token = listing.next_token.map(|token| bs58::encode(token.as_bytes()).into_string());
-    Ok(metadata_response(headers, &node))
-}
-
-/// What `caller` may do at `url` (in `node`'s bucket), as `permissions` lists it.
-async fn permission_names(
-    state: &AppState,
-    caller: &Caller,
-    node: &Node,
-    url: &ResourceUrl,
-) -> Result<Option<Vec<String>>, ApiError> {
-    Ok(Some(state.access().permission_names(caller, Resource { url, location: &node.location }).await?))
-}
-
-/// Listing tokens are opaque to clients (Base58 of the last name returned),
-/// so they need no escaping in a query string.
-fn decode_token(token: &str) -> Result<String, ApiError> {
-    let invalid = || ApiError::bad_request(format!("Invalid token: {token}"));
-    let bytes = bs58::decode(token).into_vec().map_err(|_| invalid())?;
-    String::from_utf8(bytes).map_err(|_| invalid())
-}
-
-/// The folder form of a node addressed without its trailing slash.
-fn as_folder(node: &Node) -> Result<Node, ApiError> {
-    let raw = format!("{}/", node.url);
-    let url = ResourceUrl::parse(&raw, Intent::Read)?;
-    Ok(Node::new(url, node.location.clone())?)
+fn list_files(headers: &HeaderMap, files: Metadata) -> Response {
+    metadata_response(headers, &metadata_node(files))
 }
 
 /// One retained version of a v2 resource, as `GET /v2/versions/…` lists it.
@@ -623,37 +378,11 @@ pub async fn versions(
     uri: Uri,
     query: ListingQuery,
 ) -> Result<Json<VersionList>, ApiError> {
-    let target = resolve(&state, &caller, raw_path(&uri, "/v2/versions/"), Intent::Read, Permission::Read).await?;
-    if target.file.is_some() {
-        return Err(ApiError::bad_request("Versions are of a resource: drop the /files/… part of the URL"));
-    }
-    let limit = query.limit;
-    let marker = state.folders().resource_for_read(&target.node).await?;
-    let now = crate::clock::now_ms();
-    let all: Vec<(VersionRecord, bool)> = std::iter::once((marker.current_record(), true))
-        .chain(marker.history.iter().filter(|record| record.visible_at(now)).map(|record| (record.clone(), false)))
-        .collect();
-    // The token names the last version returned; if it has been swept
-    // since, the page goes on with what is older than it.
-    let start = match &query.token {
-        None => 0,
-        Some(token) => {
-            let decoded = decode_token(token)?;
-            let (created_at, version) = decoded
-                .split_once(':')
-                .and_then(|(at, version)| Some((at.parse::<i64>().ok()?, version)))
-                .ok_or_else(|| ApiError::bad_request(format!("Invalid token: {token}")))?;
-            match all.iter().position(|(record, _)| record.version == version) {
-                Some(index) => index + 1,
-                None => all.iter().position(|(record, _)| record.created_at < created_at).unwrap_or(all.len()),
-            }
-        }
-    };
-    let more = start + limit < all.len();
-    let versions: Vec<VersionInfo> = all
+    let raw = raw_path(&uri, "/v2/versions/");
+    let page = state.folder_resources().versions(&caller, raw, query.token.as_deref(), query.limit).await?;
+    let versions = page
+        .versions
         .into_iter()
-        .skip(start)
-        .take(limit)
         .map(|(record, current)| VersionInfo {
             version: record.version,
             etag: record.etag,
@@ -664,11 +393,7 @@ pub async fn versions(
             current,
         })
         .collect();
-    let next_token = versions.last().filter(|_| more).map(|last| {
-        let token = format!("{}:{}", last.created_at, last.version);
-        bs58::encode(token.as_bytes()).into_string()
-    });
-    Ok(Json(VersionList { versions, next_token }))
+    Ok(Json(VersionList { versions, next_token: page.next_token }))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -700,50 +425,8 @@ pub async fn restore(
 ) -> Result<Response, ApiError> {
     let request: RestoreRequest =
         serde_json::from_str(&body).map_err(|e| ApiError::bad_request(format!("Failed to parse json: {e}")))?;
-    // A link like any other in a body: `…/x` or its listing form `…/x/`.
-    let link = state.catalog().parse_link(&request.url)?.as_resource();
-    let handler = match &link.kind {
-        Kind::Folder(handler) if link.url.group() == group => handler.clone(),
-        _ => return Err(ApiError::bad_request(format!("{} is not a {group} resource", link.url))),
-    };
-    let target = Target { node: Node::new(link.url, link.location)?, handler, file: None, file_folder: false };
-    let engine = state.folders();
-    let marker = match named_version(request.version.as_deref())? {
-        None => {
-            // The owner or an admin (SPEC §4): admins hold no write on users' buckets.
-            if !state.access().may_decide(&caller, AdminDecision::RestoreDeleted) {
-                check_access(&state, &caller, &target.node, Permission::Write).await?;
-            }
-            engine.restore(&target.node).await?
-        }
-        Some(version) => {
-            check_access(&state, &caller, &target.node, Permission::Write).await?;
-            let conditions = preconditions(&headers);
-            let author = Some(caller.author_name());
-            engine.restore_version(&target.node, version, &target.handler, author, &conditions).await?
-        }
-    };
-    Ok(with_etag(Json(resource_node(&target.node.url, &marker)).into_response(), &marker.etag))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn files_segment_splits_resource_and_file() {
-        assert_eq!(split_files("skills/b/team/s"), ("skills/b/team/s", None));
-        assert_eq!(split_files("skills/b/s/files/SKILL.md"), ("skills/b/s", Some("SKILL.md")));
-        assert_eq!(split_files("skills/b/s/files/a/files/b"), ("skills/b/s", Some("a/files/b")));
-        assert_eq!(split_files("skills/b/s/files"), ("skills/b/s", Some("")));
-        assert_eq!(split_files("skills/b/s/files/"), ("skills/b/s", Some("")));
-        assert_eq!(split_files("files/b/x"), ("files/b/x", None), "the group may be called files");
-    }
-
-    #[test]
-    fn file_paths_are_decoded() {
-        assert_eq!(decode_file_path("a%20b/c.md").unwrap(), "a b/c.md");
-        assert_eq!(decode_file_path("").unwrap(), "");
-        assert_eq!(decode_file_path("dir/").unwrap(), "dir");
-    }
+    let conditions = preconditions(&headers);
+    let version = request.version.as_deref();
+    let (url, marker) = state.folder_resources().restore(&caller, &group, &request.url, version, &conditions).await?;
+    Ok(with_etag(Json(resource_node(&url, &marker)).into_response(), &marker.etag))
 }

@@ -4,8 +4,30 @@
 //! writes them.
 
 use super::{Node, NodeType};
-use crate::blobs::{BlobGroup, ItemMeta, Listed, Listing};
+use crate::blob_resources::BlobMetadata;
+use crate::blobs::{BlobGroup, ItemMeta, Listed};
 use crate::resource_url::ResourceUrl;
+
+/// What `GET /v1/metadata/…` answers: an item with its etag, or a folder
+/// with one page of its children.
+pub fn metadata_node(metadata: BlobMetadata) -> Node {
+    match metadata {
+        BlobMetadata::Item { url, group, meta, permissions } => {
+            Node { permissions, ..item_node(&url, group, &meta, true) }
+        }
+        BlobMetadata::Folder { url, group, items, permissions, next_token } => {
+            let mut node = Node::at(&url, NodeType::Folder, group.resource_type());
+            let items = items
+                .into_iter()
+                .map(|(listed, permissions)| Node { permissions, ..listed_node(&listed, group) })
+                .collect();
+            node.items = Some(Some(items));
+            node.next_token = next_token;
+            node.permissions = permissions;
+            node
+        }
+    }
+}
 
 /// One item. `etag` only for single-item metadata and write responses, not
 /// in listings; `contentLength`/`contentType` for files.
@@ -19,15 +41,6 @@ pub fn item_node(url: &ResourceUrl, group: BlobGroup, meta: &ItemMeta, with_etag
         node.content_type = Some(meta.content_type.clone());
     }
     node.author = meta.author.clone();
-    node
-}
-
-/// A folder with one page of its children (or, with `recursive`, of every
-/// item below it).
-pub fn folder_node(url: &ResourceUrl, group: BlobGroup, listing: &Listing) -> Node {
-    let mut node = Node::at(url, NodeType::Folder, group.resource_type());
-    node.items = Some(Some(listing.items.iter().map(|listed| listed_node(listed, group)).collect()));
-    node.next_token = listing.next_token.clone();
     node
 }
 
@@ -90,12 +103,15 @@ mod tests {
         let root = ResourceUrl::parse("conversations/b/", Intent::Read).unwrap();
         let child = ResourceUrl::parse("conversations/b/sub/", Intent::Read).unwrap();
         let item = ResourceUrl::parse("conversations/b/c", Intent::Read).unwrap();
-        let listing = Listing {
-            items: vec![Listed::Folder { url: child }, Listed::Item { url: item, meta: meta() }],
+        let listing = BlobMetadata::Folder {
+            url: root,
+            group: BlobGroup::Conversations,
+            items: vec![(Listed::Folder { url: child }, None), (Listed::Item { url: item, meta: meta() }, None)],
+            permissions: None,
             next_token: Some("t".into()),
         };
         assert_eq!(
-            as_json(folder_node(&root, BlobGroup::Conversations, &listing)),
+            as_json(metadata_node(listing)),
             json!({
                 "bucket": "b", "url": "conversations/b/", "nodeType": "FOLDER", "resourceType": "CONVERSATION",
                 "items": [

@@ -6,11 +6,46 @@
 //! a resource's files too, which clients such as `aidial-client` require).
 
 use super::{Node, NodeType};
+use crate::folder_resources::Metadata;
 use crate::folders::ListedNode;
 use crate::folders::marker::{FolderMarker, ResourceMarker};
 use crate::folders::names::FILES_SEGMENT;
 use crate::folders::resource_type;
 use crate::resource_url::{ResourceUrl, SEGMENT_ESCAPES};
+
+/// What `GET /v2/metadata/…` answers: a resource, or a folder (of
+/// resources, or of a resource's files) with one page of its items.
+pub fn metadata_node(metadata: Metadata) -> Node {
+    match metadata {
+        Metadata::Resource { url, marker, permissions } => {
+            let mut node = resource_node(&url, &marker);
+            node.permissions = permissions;
+            node
+        }
+        Metadata::Folder { url, marker, resource_type, items, permissions, next_token } => {
+            let mut node = folder_node(&url, marker.as_ref(), &resource_type);
+            let items = items
+                .into_iter()
+                .map(|(item, permissions)| Node { permissions, ..listed_node(&item, &resource_type) })
+                .collect();
+            node.permissions = permissions;
+            node.items = Some(Some(items));
+            node.next_token = next_token;
+            node
+        }
+        Metadata::Files { resource, dir, resource_type, items, permissions, next_token } => {
+            let mut node = files_folder_node(&resource, &dir, &resource_type);
+            let items = items
+                .iter()
+                .map(|item| Node { permissions: permissions.clone(), ..listed_node(item, &resource_type) })
+                .collect();
+            node.permissions = permissions;
+            node.items = Some(Some(items));
+            node.next_token = next_token;
+            node
+        }
+    }
+}
 
 /// One resource (listing item, PUT response, metadata GET).
 pub fn resource_node(url: &ResourceUrl, marker: &ResourceMarker) -> Node {
