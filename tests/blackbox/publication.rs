@@ -431,3 +431,46 @@ async fn listing_tokens_never_name_hidden_items() {
         assert!(shown.contains("z-open") && !shown.contains("a-secret"), "{listing}: {shown}");
     }
 }
+
+/// A publication is decided once, whatever races it: an approval, a
+/// rejection and the author's withdrawal sent together leave exactly one
+/// of them standing, and the public copy exists exactly when the approval
+/// won (its copies are undone when it lost the swap).
+#[tokio::test]
+async fn racing_decisions_leave_exactly_one_standing() {
+    let f = Fixture::start().await;
+    let a = &f.alice.bucket;
+    let mut outcomes = std::collections::BTreeMap::<&str, usize>::new();
+    for round in 0..8 {
+        let name = format!("race{round}");
+        f.put_skill(&f.alice, &name, &name).await;
+        let target = format!("skills/public/tools/{name}");
+        let resources = json!([{"action": "ADD", "sourceUrl": format!("skills/{a}/{name}"), "targetUrl": target}]);
+        let created = f.publish(&f.alice, resources, json!([])).await;
+        assert_eq!(created.status, 200, "{}", created.body);
+        let url = created.json()["url"].as_str().unwrap().to_string();
+        let body = json!({"url": url});
+        let (approve, reject, withdraw) = tokio::join!(
+            f.post(&f.admin, "approve", body.clone()),
+            f.post(&f.admin, "reject", body.clone()),
+            f.post(&f.alice, "delete", body.clone()),
+        );
+        let won: Vec<&str> = [("approve", &approve), ("reject", &reject), ("withdraw", &withdraw)]
+            .into_iter()
+            .filter(|(_, reply)| reply.status == 200)
+            .map(|(name, _)| name)
+            .collect();
+        // A withdrawal after a decision succeeds too (it removes the record);
+        // approve and reject never both win.
+        let decisions: Vec<&&str> = won.iter().filter(|name| **name != "withdraw").collect();
+        assert!(decisions.len() <= 1, "round {round}: {won:?}");
+        for (name, reply) in [("approve", &approve), ("reject", &reject)] {
+            assert!(matches!(reply.status, 200 | 404), "round {round}: {name} {} {}", reply.status, reply.body);
+        }
+        let public = f.get(&f.admin, &format!("/v2/{target}")).await.status;
+        let approved = approve.status == 200;
+        assert_eq!(public, if approved { 200 } else { 404 }, "round {round}: {won:?}");
+        *outcomes.entry(decisions.first().map_or("withdraw", |name| **name)).or_default() += 1;
+    }
+    assert!(outcomes.values().sum::<usize>() == 8, "{outcomes:?}");
+}
