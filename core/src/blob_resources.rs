@@ -83,9 +83,9 @@ impl<'a> BlobResources<'a> {
             let resource = Resource { url, location: &target.location };
             Ok(Some(self.catalog.access.permission_names(caller, resource).await?))
         };
-        let permissions = permissions_of(&target.url).await?;
         if !target.url.is_folder() {
             let meta = self.catalog.blobs.metadata(&target).await?;
+            let permissions = permissions_of(&target.url).await?;
             return Ok(BlobMetadata::Item { url: target.url.clone(), group: target.group(), meta, permissions });
         }
         let filter = self.catalog.access.listing_filter(caller, &target.location).await?;
@@ -97,6 +97,7 @@ impl<'a> BlobResources<'a> {
             let permissions = permissions_of(item.url()).await?;
             items.push((item, permissions));
         }
+        let permissions = permissions_of(&target.url).await?;
         Ok(BlobMetadata::Folder {
             url: target.url.clone(),
             group: target.group(),

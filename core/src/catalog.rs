@@ -3,7 +3,7 @@
 //! is this, does it exist", and the one way any resource is copied or
 //! deleted.
 
-use crate::access::{AccessError, AccessService, Permission, Resource};
+use crate::access::{AccessError, AccessService, AdminDecision, Permission, Resource};
 use crate::auth::Caller;
 use crate::blobs::service::Download;
 use crate::blobs::{BlobError, BlobGroup, BlobService, BlobTarget, ItemMeta};
@@ -264,7 +264,8 @@ impl Catalog<'_> {
         declarable.extend(self.handlers.all().iter().map(|h| h.description().group.clone()));
         DeclarationPolicy {
             declarable,
-            may_declare: writer.is_admin || self.allow_user_dependencies,
+            may_declare: self.access.may_decide(writer, AdminDecision::DeclareDependencies)
+                || self.allow_user_dependencies,
             may_forward_auth_token: false,
         }
     }

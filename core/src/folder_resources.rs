@@ -241,10 +241,10 @@ impl<'a> FolderResources<'a> {
         let engine = self.catalog.folders;
         let with_permissions = page.permissions;
         if let Some(dir) = &target.file {
-            let token = page.token.as_deref().map(decode_token).transpose()?;
             let url = &target.node.url;
             let marker =
                 engine.live_marker(&target.node).await?.ok_or_else(|| FolderError::NotFound(url.to_string()))?;
+            let token = page.token.as_deref().map(decode_token).transpose()?;
             let listing =
                 engine.list_files(&target.node, &marker, dir, page.recursive, token.as_deref(), page.limit)?;
             let permissions = match with_permissions {

@@ -79,6 +79,9 @@ pub enum AdminDecision {
     /// Restore the latest version of a deleted resource in a bucket the
     /// caller cannot write (SPEC §4: the owner or an admin).
     RestoreDeleted,
+    /// Declare `resource_dependencies` in an application definition (others
+    /// only where `access.allow_user_resource_dependencies` says so).
+    DeclareDependencies,
 }
 
 /// The access-control component shared by every route.
