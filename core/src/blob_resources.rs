@@ -7,9 +7,9 @@
 use crate::access::{Permission, Resource};
 use crate::auth::Caller;
 use crate::blobs::{BlobGroup, BlobTarget, Download, ItemMeta, Listed};
-use crate::catalog::{Catalog, CatalogError, Kind, Link};
+use crate::catalog::{Catalog, CatalogError, Kind, Link, PermissionNames};
 use crate::etag::Preconditions;
-use crate::folder_resources::{Page, PermissionNames};
+use crate::folder_resources::Page;
 use crate::resource_url::{Intent, ResourceUrl};
 
 /// What `GET /v1/metadata/…` answers.
@@ -76,16 +76,10 @@ impl<'a> BlobResources<'a> {
     /// `public`, what the rules show the caller); an item gives its metadata.
     pub async fn metadata(&self, caller: &Caller, raw: &str, page: Page) -> Result<BlobMetadata, CatalogError> {
         let target = self.resolve(caller, raw, Intent::Read, Permission::Read).await?;
-        let permissions_of = async |url: &ResourceUrl| -> Result<PermissionNames, CatalogError> {
-            if !page.permissions {
-                return Ok(None);
-            }
-            let resource = Resource { url, location: &target.location };
-            Ok(Some(self.catalog.access.permission_names(caller, resource).await?))
-        };
+        let mut permissions_of = self.catalog.node_permissions(caller, page.permissions);
         if !target.url.is_folder() {
             let meta = self.catalog.blobs.metadata(&target).await?;
-            let permissions = permissions_of(&target.url).await?;
+            let permissions = permissions_of.of(&target.url, &target.location).await?;
             return Ok(BlobMetadata::Item { url: target.url.clone(), group: target.group(), meta, permissions });
         }
         let filter = self.catalog.access.listing_filter(caller, &target.location).await?;
@@ -94,10 +88,10 @@ impl<'a> BlobResources<'a> {
             self.catalog.blobs.list(&target, page.recursive, page.token.as_deref(), page.limit, &shows).await?;
         let mut items = Vec::with_capacity(listing.items.len());
         for item in listing.items {
-            let permissions = permissions_of(item.url()).await?;
+            let permissions = permissions_of.of(item.url(), &target.location).await?;
             items.push((item, permissions));
         }
-        let permissions = permissions_of(&target.url).await?;
+        let permissions = permissions_of.of(&target.url, &target.location).await?;
         Ok(BlobMetadata::Folder {
             url: target.url.clone(),
             group: target.group(),

@@ -3,7 +3,7 @@
 //! is this, does it exist", and the one way any resource is copied or
 //! deleted.
 
-use crate::access::{AccessError, AccessService, AdminDecision, Permission, Resource};
+use crate::access::{AccessError, AccessService, AdminDecision, Permission, Resource, StateRead};
 use crate::auth::Caller;
 use crate::blobs::service::Download;
 use crate::blobs::{BlobError, BlobGroup, BlobService, BlobTarget, ItemMeta};
@@ -130,6 +130,28 @@ pub enum Found {
     BlobFolder,
 }
 
+/// What a caller may do somewhere, as DIAL's `permissions` lists it; `None`
+/// when the request did not ask.
+pub type PermissionNames = Option<Vec<String>>;
+
+/// The caller's permissions on each node of one answer, when the request
+/// asked for them (`permissions=true`): the access state they need (the
+/// public rules, an owner's shares) is read once for the whole answer, not
+/// once per node.
+pub struct NodePermissions<'a> {
+    access: &'a AccessService,
+    caller: &'a Caller,
+    /// `None`: not asked.
+    state: Option<StateRead>,
+}
+
+impl NodePermissions<'_> {
+    pub async fn of(&mut self, url: &ResourceUrl, location: &BucketLocation) -> Result<PermissionNames, CatalogError> {
+        let Some(state) = self.state.as_mut() else { return Ok(None) };
+        Ok(Some(self.access.permission_names(self.caller, Resource { url, location }, state).await?))
+    }
+}
+
 /// What a copy read and wrote.
 pub struct Copied {
     /// The etag of the source as it was copied: a move deletes the source
@@ -158,7 +180,7 @@ pub struct Catalog<'a> {
     pub allow_user_dependencies: bool,
 }
 
-impl Catalog<'_> {
+impl<'a> Catalog<'a> {
     /// Parses a link as clients send it in JSON bodies: `<group>/<bucket>/<path>`,
     /// optionally with a leading `/`, `v1/`, `v2/` or `metadata/`.
     pub fn parse_link(&self, raw: &str) -> Result<Link, CatalogError> {
@@ -253,6 +275,14 @@ impl Catalog<'_> {
                 }
             }
         }
+    }
+
+    /// The caller's permissions on the nodes of one answer, if `asked`.
+    pub fn node_permissions<'c>(&self, caller: &'c Caller, asked: bool) -> NodePermissions<'c>
+    where
+        'a: 'c,
+    {
+        NodePermissions { access: self.access, caller, state: asked.then(StateRead::default) }
     }
 
     /// What `writer` may declare in an application's

@@ -15,7 +15,7 @@ use object_store::ObjectStoreExt;
 
 use crate::access::{AdminDecision, Permission, Resource};
 use crate::auth::Caller;
-use crate::catalog::{Catalog, CatalogError, Kind};
+use crate::catalog::{Catalog, CatalogError, Kind, PermissionNames};
 use crate::clock::now_ms;
 use crate::etag::Preconditions;
 use crate::folders::archive::stream_zip;
@@ -30,6 +30,9 @@ use crate::resource_url::{Intent, ResourceUrl};
 /// inside the resource when the URL goes through `/files/`.
 pub struct Target {
     pub node: Node,
+    /// The URL the access check was made on: the item `…/x` for a resource
+    /// named in its listing form `…/x/`.
+    pub access_url: ResourceUrl,
     pub handler: Handler,
     pub file: Option<String>,
     /// The file part of the URL ended in `/`: it names a folder of files.
@@ -85,10 +88,6 @@ pub struct Page {
     pub permissions: bool,
 }
 
-/// What a caller may do somewhere, as DIAL's `permissions` lists it; `None`
-/// when the request did not ask.
-pub type PermissionNames = Option<Vec<String>>;
-
 /// What `GET /v2/metadata/…` answers.
 pub enum Metadata {
     /// A resource's metadata.
@@ -131,9 +130,15 @@ impl<'a> FolderResources<'a> {
         Self { catalog }
     }
 
-    /// Parses `<group>/<bucket>/<path>[/files/<file>]` (raw) without deciding
-    /// access.
-    pub fn locate(&self, raw: &str, intent: Intent) -> Result<Target, CatalogError> {
+    /// Parses `<group>/<bucket>/<path>[/files/<file>]` (raw), then makes the
+    /// one access check.
+    pub async fn resolve(
+        &self,
+        caller: &Caller,
+        raw: &str,
+        intent: Intent,
+        permission: Permission,
+    ) -> Result<Target, CatalogError> {
         let (resource_raw, file_raw) = split_files(raw);
         let url = ResourceUrl::parse(resource_raw, intent)?;
         let handler =
@@ -142,28 +147,16 @@ impl<'a> FolderResources<'a> {
         let node = Node::new(url, location)?;
         let file = file_raw.map(decode_file_path).transpose()?;
         let file_folder = file_raw.is_some_and(|raw| raw.ends_with('/'));
-        Ok(Target { node, handler, file, file_folder })
-    }
-
-    /// [`FolderResources::locate`], then the one access check.
-    pub async fn resolve(
-        &self,
-        caller: &Caller,
-        raw: &str,
-        intent: Intent,
-        permission: Permission,
-    ) -> Result<Target, CatalogError> {
-        let target = self.locate(raw, intent)?;
-        self.check(caller, &target.node, permission).await?;
-        Ok(target)
+        let access_url = self.check(caller, &node, permission).await?;
+        Ok(Target { node, access_url, handler, file, file_folder })
     }
 
     /// The one access check of a v2 node, on the URL access decisions use
-    /// (a resource named in its listing form is the item).
-    async fn check(&self, caller: &Caller, node: &Node, permission: Permission) -> Result<(), CatalogError> {
+    /// (a resource named in its listing form is the item), which it returns.
+    async fn check(&self, caller: &Caller, node: &Node, permission: Permission) -> Result<ResourceUrl, CatalogError> {
         let checked = self.catalog.folders.access_url(node).await?;
         self.catalog.access.check(caller, Resource { url: &checked, location: &node.location }, permission).await?;
-        Ok(())
+        Ok(checked)
     }
 
     /// `GET /v2/…`: the resource as a ZIP, or one file (`…/files/<file>`), of
@@ -217,7 +210,7 @@ impl<'a> FolderResources<'a> {
         }
         if target.node.url.is_folder() {
             // A resource's listing form must not delete the resource and its files.
-            let named = engine.access_url(&target.node).await?;
+            let named = &target.access_url;
             if !named.is_folder() {
                 return Err(CatalogError::Invalid(format!(
                     "{} is a resource, not a folder: delete it as {named}",
@@ -239,7 +232,8 @@ impl<'a> FolderResources<'a> {
     pub async fn metadata(&self, caller: &Caller, raw: &str, page: Page) -> Result<Metadata, CatalogError> {
         let target = self.resolve(caller, raw, Intent::Read, Permission::Read).await?;
         let engine = self.catalog.folders;
-        let with_permissions = page.permissions;
+        let mut permissions_of = self.catalog.node_permissions(caller, page.permissions);
+        let location = &target.node.location;
         if let Some(dir) = &target.file {
             let url = &target.node.url;
             let marker =
@@ -247,10 +241,8 @@ impl<'a> FolderResources<'a> {
             let token = page.token.as_deref().map(decode_token).transpose()?;
             let listing =
                 engine.list_files(&target.node, &marker, dir, page.recursive, token.as_deref(), page.limit)?;
-            let permissions = match with_permissions {
-                true => self.permission_names(caller, &target.node, &engine.access_url(&target.node).await?).await?,
-                false => None,
-            };
+            // A resource's files have its permissions.
+            let permissions = permissions_of.of(&target.access_url, location).await?;
             return Ok(Metadata::Files {
                 resource: target.node.url.clone(),
                 dir: dir.clone(),
@@ -266,10 +258,7 @@ impl<'a> FolderResources<'a> {
         if !url.is_bucket_root()
             && let Some(marker) = engine.live_marker(&target.node).await?
         {
-            let permissions = match with_permissions {
-                true => self.permission_names(caller, &target.node, &engine.access_url(&target.node).await?).await?,
-                false => None,
-            };
+            let permissions = permissions_of.of(&target.access_url, location).await?;
             return Ok(Metadata::Resource { url: url.clone(), marker: Box::new(marker), permissions });
         }
         let folder = if url.is_folder() { target.node.clone() } else { as_folder(&target.node)? };
@@ -280,16 +269,10 @@ impl<'a> FolderResources<'a> {
         let mut items = Vec::with_capacity(listing.items.len());
         for item in listing.items {
             // Resources are asked about by their item URL, folders by theirs.
-            let permissions = match with_permissions {
-                true => self.permission_names(caller, &folder, item.url()).await?,
-                false => None,
-            };
+            let permissions = permissions_of.of(item.url(), location).await?;
             items.push((item, permissions));
         }
-        let permissions = match with_permissions {
-            true => self.permission_names(caller, &folder, &folder.url).await?,
-            false => None,
-        };
+        let permissions = permissions_of.of(&folder.url, location).await?;
         Ok(Metadata::Folder {
             url: folder.url.clone(),
             marker: None,
@@ -298,16 +281,6 @@ impl<'a> FolderResources<'a> {
             permissions,
             next_token: listing.next_token.map(encode_token),
         })
-    }
-
-    async fn permission_names(
-        &self,
-        caller: &Caller,
-        node: &Node,
-        url: &ResourceUrl,
-    ) -> Result<PermissionNames, CatalogError> {
-        let resource = Resource { url, location: &node.location };
-        Ok(Some(self.catalog.access.permission_names(caller, resource).await?))
     }
 
     /// `GET /v2/versions/…`: the versions the resource keeps, newest first,

@@ -290,3 +290,39 @@ async fn a_warm_v1_listing_reads_only_what_changed() {
     let changed: Vec<usize> = (0..FILES).filter(|i| etags[1][*i] != etags[2][*i]).collect();
     assert_eq!(changed, [0, 1, 2], "the listing shows the new versions at once");
 }
+
+/// `permissions=true` costs one read of the access state per listing, not
+/// one per item: a user's warm listing of a public folder of 20 prompts
+/// reads the public rules three times — the access check of the folder, the
+/// listing's filter, and once for every node's permissions — and nothing
+/// per item.
+#[tokio::test]
+async fn permissions_on_a_listing_read_the_access_state_once() {
+    const PROMPTS: usize = 20;
+    let f = start("[keys.metrics-admin]\nproject = \"ops\"\nroles = [\"admin\"]\n").await;
+    let admin = [("Api-Key", "metrics-admin")];
+    for i in 0..PROMPTS {
+        let put = f.client.put_body(&format!("/v1/prompts/public/team/p{i:02}"), &admin, b"{\"p\":1}").await;
+        assert_eq!(put.status, 200, "{}", put.body);
+    }
+    let reads = |text: &str| {
+        ["get", "head", "get_ranges"]
+            .iter()
+            .map(|operation| sample(text, "dial_host_store_operations_total", &[("operation", operation)]))
+            .sum::<f64>()
+    };
+    let listing = "/v1/metadata/prompts/public/team/?permissions=true";
+    let mut cost = Vec::new();
+    for _ in 0..2 {
+        let before = scrape(&f.client).await;
+        let listed = f.client.get(listing, &[("Api-Key", OWNER)]).await;
+        assert_eq!(listed.status, 200, "{}", listed.body);
+        let body = listed.json();
+        let items = body["items"].as_array().unwrap();
+        assert_eq!(items.len(), PROMPTS);
+        assert!(items.iter().all(|item| item["permissions"] == serde_json::json!(["READ"])), "{body}");
+        assert_eq!(body["permissions"], serde_json::json!(["READ"]));
+        cost.push(reads(&scrape(&f.client).await) - reads(&before));
+    }
+    assert!(cost[1] <= 3.0, "a warm listing reads the rules a fixed number of times, none per item: {cost:?}");
+}

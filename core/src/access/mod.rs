@@ -119,9 +119,16 @@ impl AccessService {
     }
 
     /// The caller's permissions on `resource` as DIAL's `permissions`
-    /// field shows them (`?permissions=true` on metadata requests).
-    pub async fn permission_names(&self, caller: &Caller, resource: Resource<'_>) -> Result<Vec<String>, AccessError> {
-        Ok(self.permissions(caller, resource).await?.names().into_iter().map(str::to_string).collect())
+    /// field shows them (`?permissions=true` on metadata requests), as one
+    /// of the checks of one answer (see [`AccessService::permissions_within`]).
+    pub async fn permission_names(
+        &self,
+        caller: &Caller,
+        resource: Resource<'_>,
+        state: &mut StateRead,
+    ) -> Result<Vec<String>, AccessError> {
+        let permissions = self.permissions_within(caller, resource, state).await?;
+        Ok(permissions.names().into_iter().map(str::to_string).collect())
     }
 
     /// Whether `caller` may take `decision`: admins only, never a
