@@ -189,7 +189,7 @@ impl<'a> FolderResources<'a> {
         }
         let name = target.node.url.name().unwrap_or("resource").replace('"', "");
         let etag = marker.etag.clone();
-        let body = stream_zip(engine.store().clone(), target.node.paths().clone(), marker).boxed();
+        let body = stream_zip(engine.store().clone(), target.node.paths().clone(), marker, None).boxed();
         Ok(Download::Archive { name, etag, body })
     }
 
@@ -299,10 +299,7 @@ impl<'a> FolderResources<'a> {
             return Err(CatalogError::Invalid("Versions are of a resource: drop the /files/… part of the URL".into()));
         }
         let marker = self.catalog.folders.resource_for_read(&target.node).await?;
-        let now = now_ms();
-        let all: Vec<(VersionRecord, bool)> = std::iter::once((marker.current_record(), true))
-            .chain(marker.history.iter().filter(|record| record.visible_at(now)).map(|record| (record.clone(), false)))
-            .collect();
+        let all = marker.versions_newest_first(now_ms());
         let start = match token {
             None => 0,
             Some(token) => {

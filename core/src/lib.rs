@@ -32,6 +32,7 @@ pub mod events;
 pub mod folder_resources;
 pub mod folders;
 pub mod hashing;
+pub mod hosted_skills;
 pub mod identity;
 pub mod keys;
 pub mod listing_cache;

@@ -268,7 +268,7 @@ async fn put_and_get(handler: &Handler, backend: &str, store: Arc<dyn ObjectStor
         engine_requests = (counting.writes(), reads, listings);
         let start = Instant::now();
         let marker = engine.resource_for_read(&target).await.unwrap();
-        let mut zip = stream_zip(engine.store().clone(), target.paths().clone(), marker);
+        let mut zip = stream_zip(engine.store().clone(), target.paths().clone(), marker, None);
         let mut streamed = 0u64;
         while let Some(chunk) = zip.next().await {
             streamed += chunk.unwrap().len() as u64;

@@ -11,8 +11,8 @@
 
 pub use dial_core::{
     access, apps, audit, auth, blob_resources, blobs, buckets, catalog, clock, config, consent, dependencies,
-    documents, etag, events, folder_resources, folders, handlers, hashing, identity, keys, listing_cache, locks,
-    metrics, permissions, publication, redis_conn, resource_url, sharing, storage,
+    documents, etag, events, folder_resources, folders, handlers, hashing, hosted_skills, identity, keys,
+    listing_cache, locks, metrics, permissions, publication, redis_conn, resource_url, sharing, storage,
 };
 
 pub mod backends;

@@ -167,9 +167,12 @@ proptest! {
             history: history
                 .into_iter()
                 .map(|(version, created_at, author, keep_until)| VersionRecord {
-                    version, etag: "e".into(), created_at, author, files: 3, bytes: 42, keep_until,
+                    version, etag: "e".into(), created_at, author, files: 3, bytes: 42, keep_until, number: None, metadata: Default::default(),
                 })
                 .collect(),
+            number: None,
+            last_number: None,
+            display_name: None,
         };
         let decoded: ResourceMarker = serde_json::from_slice(&marker.to_json()).expect("a marker decodes");
         prop_assert_eq!(decoded, marker);

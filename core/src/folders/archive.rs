@@ -41,15 +41,18 @@ const INLINE_DEFLATE_BYTES: usize = 16 << 10;
 
 type Chunks = mpsc::Sender<Result<Bytes, io::Error>>;
 
-/// A stream of ZIP bytes for the marker's current version (marker excluded).
+/// A stream of ZIP bytes for the marker's current version (marker
+/// excluded), each entry under `top/` when given (the hosted skills APIs'
+/// archives have the skill's name as their one top folder).
 pub fn stream_zip(
     store: Arc<dyn ObjectStore>,
     paths: NodePaths,
     marker: ResourceMarker,
+    top: Option<String>,
 ) -> ReceiverStream<Result<Bytes, io::Error>> {
     let (sender, receiver) = mpsc::channel(CHANNEL_CHUNKS);
     tokio::spawn(async move {
-        if let Err(error) = write_zip(store, paths, &marker, &sender).await {
+        if let Err(error) = write_zip(store, paths, &marker, top.as_deref(), &sender).await {
             if sender.is_closed() {
                 tracing::debug!(%error, "the client went away during a resource archive");
             } else {
@@ -67,6 +70,7 @@ async fn write_zip(
     store: Arc<dyn ObjectStore>,
     paths: NodePaths,
     marker: &ResourceMarker,
+    top: Option<&str>,
     chunks: &Chunks,
 ) -> io::Result<()> {
     // Every range the archive needs, in order, read ahead of the writer
@@ -90,7 +94,11 @@ async fn write_zip(
         let method = compression_for(path);
         let options =
             SimpleFileOptions::default().compression_method(method).large_file(record.size >= u32::MAX as u64);
-        zip.start_file(path.as_str(), options).map_err(io::Error::other)?;
+        let entry = match top {
+            Some(top) => format!("{top}/{path}"),
+            None => path.clone(),
+        };
+        zip.start_file(entry, options).map_err(io::Error::other)?;
         for _ in 0..record.size.div_ceil(READ_BYTES) {
             let bytes = reads.next().await.expect("one read per range").map_err(io::Error::other)?;
             zip = write(zip, bytes, method).await?;
@@ -220,7 +228,8 @@ mod tests {
             ("data.bin", random_bytes(1, (5 << 20) / 2)), // stored, in three reads
         ];
         let (paths, marker) = resource(&store, &files).await;
-        let chunks: Vec<Bytes> = stream_zip(store, paths, marker).map(|chunk| chunk.unwrap()).collect::<Vec<_>>().await;
+        let chunks: Vec<Bytes> =
+            stream_zip(store, paths, marker, None).map(|chunk| chunk.unwrap()).collect::<Vec<_>>().await;
         assert!(chunks.iter().all(|chunk| chunk.len() <= CHUNK_BYTES));
         let bytes: Vec<u8> = chunks.concat();
         let mut archive = zip::ZipArchive::new(io::Cursor::new(bytes)).unwrap();
@@ -238,7 +247,7 @@ mod tests {
     async fn a_client_going_away_ends_the_work() {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let (paths, marker) = resource(&store, &[("data.bin", random_bytes(1, 16 << 20))]).await;
-        let mut stream = stream_zip(store.clone(), paths, marker);
+        let mut stream = stream_zip(store.clone(), paths, marker, None);
         assert!(stream.next().await.unwrap().is_ok());
         drop(stream);
         // The producing task lets go of the store once it notices.

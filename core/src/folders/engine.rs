@@ -45,11 +45,23 @@ use crate::storage::PathLimits;
 /// Server-side copies one new version makes at once.
 const COPIES_IN_FLIGHT: usize = 8;
 
+/// What a committed version becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Becomes {
+    /// The current version: what every read gets.
+    Current,
+    /// The newest retained version; the current one stays.
+    Retained,
+}
+
 /// The result of a committed mutation.
 #[derive(Debug, Clone)]
 pub struct Committed {
     pub marker: ResourceMarker,
     pub created: bool,
+    /// The version committed (the current one unless it was committed as
+    /// [`Becomes::Retained`]).
+    pub version: String,
 }
 
 /// The folder engine: one per server, shared by all requests.
@@ -196,7 +208,7 @@ impl FolderEngine {
         self.version_of(node, live, version).await
     }
 
-    async fn version_of(
+    pub(super) async fn version_of(
         &self,
         node: &Node,
         live: ResourceMarker,
@@ -251,26 +263,53 @@ impl FolderEngine {
         retention: Retention,
     ) -> Result<Vec<VersionRecord>, FolderError> {
         let Some(previous) = previous else { return Ok(Vec::new()) };
-        let base = node.paths.base();
-        let (history, journal) = if previous.is_ready() {
-            let candidates = std::iter::once(previous.current_record()).chain(previous.history.iter().cloned());
-            retention.apply(candidates.collect(), now_ms())
-        } else {
-            (Vec::new(), previous.referenced_versions().map(str::to_owned).collect())
-        };
-        let keeps_previous = history.first().is_some_and(|r| r.version == previous.current_version);
+        if !previous.is_ready() {
+            let journal: Vec<String> = previous.referenced_versions().map(str::to_owned).collect();
+            self.journal_versions(node, &journal).await?;
+            return Ok(Vec::new());
+        }
+        let previous = previous.clone().numbered();
+        self.retire_to_history(node, &previous, &previous.history, retention, false).await
+    }
+
+    /// The history once `outgoing` (a marker as it is or would be as
+    /// current) joins `history` as a retained version: ordered newest
+    /// (highest number) first, `retention` applied — never dropping the
+    /// newest when `keep_newest` (it is not current, and a client may name
+    /// it as the latest) — and `outgoing`'s manifest written beside its
+    /// files when it stays.
+    pub(super) async fn retire_to_history(
+        &self,
+        node: &Node,
+        outgoing: &ResourceMarker,
+        history: &[VersionRecord],
+        retention: Retention,
+        keep_newest: bool,
+    ) -> Result<Vec<VersionRecord>, FolderError> {
+        let mut candidates: Vec<VersionRecord> =
+            std::iter::once(outgoing.current_record()).chain(history.iter().cloned()).collect();
+        candidates.sort_by_key(|record| std::cmp::Reverse((record.number, record.created_at)));
+        let (kept, journal) = retention.apply(candidates, now_ms(), keep_newest);
+        let keeps_outgoing = kept.iter().any(|r| r.version == outgoing.current_version);
         let snapshot = async {
-            if keeps_previous {
-                let path = node.paths.version(&previous.current_version).join(RESOURCE_MARKER);
-                self.store.put(&path, PutPayload::from(previous.version_snapshot())).await?;
+            if keeps_outgoing {
+                let path = node.paths.version(&outgoing.current_version).join(RESOURCE_MARKER);
+                self.store.put(&path, PutPayload::from(outgoing.version_snapshot())).await?;
             }
             Ok::<(), FolderError>(())
         };
-        let journaled = futures_util::future::try_join_all(
-            journal.iter().map(|version| async move { self.journal.record(base, Some(version)).await }),
-        );
-        tokio::try_join!(snapshot, journaled)?;
-        Ok(history)
+        tokio::try_join!(snapshot, self.journal_versions(node, &journal))?;
+        Ok(kept)
+    }
+
+    /// Journal entries for versions that may have become garbage.
+    pub(super) async fn journal_versions(&self, node: &Node, versions: &[String]) -> Result<(), FolderError> {
+        let base = node.paths.base();
+        futures_util::future::try_join_all(
+            versions.iter().map(|version| async move { self.journal.record(base, Some(version)).await }),
+        )
+        .await?;
+        Ok(())
     }
 
     // ----- whole-resource writes --------------------------------------
@@ -304,16 +343,31 @@ impl FolderEngine {
             deadline,
             path_limits: self.path_limits,
             store: self.store.clone(),
+            display_name: None,
         })
     }
 
     /// Validates a staged version and commits it as the resource's current one.
     pub async fn commit(
         &self,
+        staging: Staging,
+        handler: &Handler,
+        conditions: &Preconditions,
+        author: Option<String>,
+    ) -> Result<Committed, FolderError> {
+        self.commit_as(staging, handler, conditions, author, Becomes::Current).await
+    }
+
+    /// Validates a staged version and commits it: as the current version,
+    /// or ([`Becomes::Retained`]) as the newest retained one, the current
+    /// version staying what readers get (a create always becomes current).
+    pub async fn commit_as(
+        &self,
         mut staging: Staging,
         handler: &Handler,
         conditions: &Preconditions,
         author: Option<String>,
+        becomes: Becomes,
     ) -> Result<Committed, FolderError> {
         staging.flush().await?;
         let node = staging.node.clone();
@@ -341,15 +395,9 @@ impl FolderEngine {
                 self.check_structure_for_create(&node).await?;
                 self.vivify_ancestors(&node, author.as_deref()).await?;
             }
-            let history = self.supersede(&node, existing.as_ref().map(|r| &r.marker), self.retention(handler)).await?;
-            staging.deadline.check()?;
-            // The structure checked above (no resource or folder in the way)
-            // holds only while the bucket lock does.
-            if creating {
-                ensure_held(&locks)?;
-            }
             let now = now_ms();
-            let marker = ResourceMarker {
+            let number = live.map(|r| r.marker.next_number()).unwrap_or(1);
+            let staged = ResourceMarker {
                 type_name: handler.description().type_name.clone(),
                 schema_version: SCHEMA_VERSION,
                 state: MarkerState::Ready,
@@ -366,8 +414,37 @@ impl FolderEngine {
                 files: staging.files.clone(),
                 committed_at: Some(now),
                 committed_by: author.clone(),
-                history,
+                history: Vec::new(),
+                number: Some(number),
+                last_number: Some(number),
+                display_name: staging.display_name.clone().or_else(|| live.and_then(|r| r.marker.display_name.clone())),
             };
+            let marker = match (becomes, live) {
+                (Becomes::Retained, Some(live)) => {
+                    let current = live.marker.clone().numbered();
+                    let history =
+                        self.retire_to_history(&node, &staged, &current.history, self.retention(handler), true).await?;
+                    ResourceMarker {
+                        history,
+                        last_number: Some(number),
+                        updated_at: now,
+                        commit_id: new_id(),
+                        display_name: staged.display_name.clone(),
+                        ..current
+                    }
+                }
+                _ => {
+                    let previous = existing.as_ref().map(|r| &r.marker);
+                    let history = self.supersede(&node, previous, self.retention(handler)).await?;
+                    ResourceMarker { history, ..staged }
+                }
+            };
+            staging.deadline.check()?;
+            // The structure checked above (no resource or folder in the way)
+            // holds only while the bucket lock does.
+            if creating {
+                ensure_held(&locks)?;
+            }
             match self.write_marker(&node, &marker, existing.map(|r| r.version)).await {
                 Ok(()) => break (marker, creating),
                 // Lost the compare-and-swap to a writer these locks do not
@@ -383,7 +460,7 @@ impl FolderEngine {
         self.journal.forget_staged(staging.journal_entry);
         let action = if creating { EventAction::Create } else { EventAction::Update };
         self.publish(action, &node, Some(&marker.etag)).await;
-        Ok(Committed { marker, created: creating })
+        Ok(Committed { marker, created: creating, version: staging.version })
     }
 
     /// Copies the live version of `source` to `target` if `conditions` hold

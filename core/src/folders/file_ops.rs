@@ -146,7 +146,10 @@ impl FolderEngine {
             deadline.check()?;
             let now = now_ms();
             let (metadata, warnings) = checked.clone();
+            let number = current.marker.next_number();
             let marker = ResourceMarker {
+                number: Some(number),
+                last_number: Some(number),
                 current_version: version.clone(),
                 etag: aggregate_etag(&files),
                 updated_at: now,
@@ -168,7 +171,7 @@ impl FolderEngine {
             }
             self.journal.forget_staged(journal_entry);
             self.publish(EventAction::Update, node, Some(&marker.etag)).await;
-            return Ok(Committed { marker, created: false });
+            return Ok(Committed { version: marker.current_version.clone(), marker, created: false });
         }
     }
 

@@ -81,6 +81,21 @@ pub struct ResourceMarker {
     /// `v/<version>/.dial-resource` (a name no file may take).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<VersionRecord>,
+    /// The current version's number: versions are numbered 1, 2, … per
+    /// resource in the order they were committed, and a number is never
+    /// given twice (the hosted skills APIs name versions by it). Absent in
+    /// markers written before numbering: [`ResourceMarker::numbered`]
+    /// derives the numbers from the commit order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number: Option<u64>,
+    /// The highest number given so far (a deleted newest version's number
+    /// is not given again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_number: Option<u64>,
+    /// A label for people, set by the hosted skills APIs (Anthropic's
+    /// `display_name`): not part of the file set, carried by every commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
 }
 
 /// One retained earlier version, as the version listing shows it.
@@ -99,6 +114,14 @@ pub struct VersionRecord {
     /// makes the sweep look at it until it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_until: Option<i64>,
+    /// The version's number (see [`ResourceMarker::number`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number: Option<u64>,
+    /// The handler's metadata of the version (its `name` and
+    /// `description`), so a version listing needs no manifest reads. Absent
+    /// in records written before it: the manifest has it.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub metadata: IndexMap<String, String>,
 }
 
 impl VersionRecord {
@@ -129,7 +152,48 @@ impl ResourceMarker {
             files: self.files.len(),
             bytes: self.total_bytes(),
             keep_until: None,
+            number: self.number,
+            metadata: self.metadata.clone(),
         }
+    }
+
+    /// The marker with every version numbered. A marker written before
+    /// numbering gets the numbers of its commit order (its history is
+    /// newest first and the current version the newest), the numbers every
+    /// later commit keeps; a numbered marker is returned as it is.
+    pub fn numbered(mut self) -> Self {
+        if self.number.is_some() {
+            return self;
+        }
+        let count = self.history.len() as u64 + 1;
+        for (index, record) in self.history.iter_mut().enumerate() {
+            record.number = Some(count - 1 - index as u64);
+        }
+        self.number = Some(count);
+        self.last_number = Some(self.last_number.unwrap_or(0).max(count));
+        self
+    }
+
+    /// The number the next committed version gets.
+    pub fn next_number(&self) -> u64 {
+        let numbered = self.clone().numbered();
+        numbered.last_number.unwrap_or(0).max(numbered.number.unwrap_or(0)) + 1
+    }
+
+    /// The current version and the visible history at `now`, newest
+    /// (highest number) first, each with whether it is the current one.
+    /// The current version is the newest unless a retained one was
+    /// committed without becoming current, or an older one was made
+    /// current again ([`FolderEngine::make_current`](super::FolderEngine::make_current)).
+    pub fn versions_newest_first(&self, now: i64) -> Vec<(VersionRecord, bool)> {
+        let numbered = self.clone().numbered();
+        let mut all: Vec<(VersionRecord, bool)> = std::iter::once((numbered.current_record(), true))
+            .chain(
+                numbered.history.iter().filter(|record| record.visible_at(now)).map(|record| (record.clone(), false)),
+            )
+            .collect();
+        all.sort_by_key(|(record, _)| std::cmp::Reverse((record.number, record.created_at)));
+        all
     }
 
     /// What is kept at `v/<current version>/.dial-resource` when the version
@@ -222,6 +286,9 @@ mod tests {
             committed_at: None,
             committed_by: None,
             history: vec![],
+            number: None,
+            last_number: None,
+            display_name: None,
         };
         let json: serde_json::Value = serde_json::from_slice(&marker.to_json()).unwrap();
         assert_eq!(json["type"], "skill");

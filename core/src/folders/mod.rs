@@ -13,6 +13,7 @@
 //! - [`engine`]: the façade and the commit protocol; the marker write is the
 //!   only commit point. [`file_ops`] (single-file changes) and [`folder_ops`]
 //!   (DIAL folders) add their operations to it.
+//! - `history`: making a retained version current, dropping one.
 //! - [`listing`]: children, recursive listings, a version's files.
 //! - [`archive`]: the streamed ZIP of a resource.
 //! - [`journal`]: what may become garbage; [`sweep`]: what the sweep does with it.
@@ -28,6 +29,7 @@ pub mod engine;
 pub mod error;
 mod file_ops;
 mod folder_ops;
+mod history;
 pub mod journal;
 pub mod layout;
 pub mod listing;
@@ -40,7 +42,7 @@ pub mod staging;
 pub mod sweep;
 mod validate;
 
-pub use engine::{Committed, FolderEngine, spawn_sweeper};
+pub use engine::{Becomes, Committed, FolderEngine, spawn_sweeper};
 pub use error::FolderError;
 pub use listing::{ListedNode, Listing};
 pub use node::Node;

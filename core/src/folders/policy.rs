@@ -54,9 +54,17 @@ impl Retention {
     /// The history once `previous` (newest first: the version being
     /// superseded, then the marker's history) is no longer current, at
     /// `now`; and the versions to journal: those dropped, and those kept
-    /// from now on for their age only (the sweep expires them).
-    pub fn apply(&self, previous: Vec<VersionRecord>, now: i64) -> (Vec<VersionRecord>, Vec<String>) {
-        let by_count = self.keep_versions as usize - 1;
+    /// from now on for their age only (the sweep expires them). With
+    /// `keep_newest` the first of `previous` stays whatever the count (it
+    /// is newer than the current version, and a client may name it as the
+    /// latest).
+    pub fn apply(
+        &self,
+        previous: Vec<VersionRecord>,
+        now: i64,
+        keep_newest: bool,
+    ) -> (Vec<VersionRecord>, Vec<String>) {
+        let by_count = (self.keep_versions as usize - 1).max(usize::from(keep_newest));
         let mut kept = Vec::new();
         let mut journal = Vec::new();
         for (index, mut record) in previous.into_iter().enumerate() {

@@ -57,9 +57,26 @@ pub struct Staging {
     pub(super) store: Arc<dyn ObjectStore>,
     /// The journal entry naming this version as possible garbage.
     pub(super) journal_entry: Path,
+    /// A new label for the resource ([`ResourceMarker::display_name`](super::marker::ResourceMarker::display_name)).
+    pub(super) display_name: Option<String>,
 }
 
 impl Staging {
+    /// The id the version gets when committed.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Labels the resource with this commit (Anthropic's `display_name`).
+    pub fn set_display_name(&mut self, display_name: String) {
+        self.display_name = Some(display_name);
+    }
+
+    /// The aggregate etag of what is staged so far (after [`Staging::flush`]).
+    pub fn etag(&self) -> String {
+        super::marker::aggregate_etag(&self.files)
+    }
+
     /// Adds one file to the new version, enforcing the limits as bytes
     /// arrive. A small file is read whole and then hashed and written in the
     /// background (at most [`WRITES_IN_FLIGHT`] files, [`BYTES_IN_FLIGHT`]

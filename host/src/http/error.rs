@@ -19,6 +19,7 @@ use crate::catalog::CatalogError;
 use crate::documents::DocumentError;
 use crate::folders::FolderError;
 use crate::handlers::{HandlerError, RegistryError};
+use crate::hosted_skills::SkillsError;
 use crate::locks::LockError;
 use crate::publication::workflow::PublicationError;
 use crate::resource_url::UrlError;
@@ -87,7 +88,7 @@ impl Dialect {
         let status = error.status;
         let body = match self {
             Self::OpenAi => serde_json::json!({"error": {
-                "message": error.message, "type": openai_type(status), "param": null, "code": null}}),
+                "message": error.message, "type": openai_type(status), "param": null, "code": openai_code(status)}}),
             Self::Anthropic => {
                 serde_json::json!({"type": "error", "error": {"type": anthropic_type(status), "message": error.message}})
             }
@@ -134,8 +135,19 @@ fn openai_type(status: StatusCode) -> &'static str {
     }
 }
 
+/// OpenAI's `code` for the statuses it names one for.
+fn openai_code(status: StatusCode) -> Option<&'static str> {
+    match status {
+        StatusCode::UNAUTHORIZED => Some("invalid_api_key"),
+        StatusCode::NOT_FOUND => Some("not_found"),
+        StatusCode::CONFLICT => Some("conflict"),
+        _ => None,
+    }
+}
+
 fn anthropic_type(status: StatusCode) -> &'static str {
     match status {
+        StatusCode::CONFLICT => "conflict_error",
         StatusCode::UNAUTHORIZED => "authentication_error",
         StatusCode::FORBIDDEN => "permission_error",
         StatusCode::NOT_FOUND => "not_found_error",
@@ -157,6 +169,22 @@ impl From<crate::proxy::ProxyError> for ApiError {
         let error = Self::new(status, error.to_string());
         // A refused destination stays refused.
         if refused { error.permanent() } else { error }
+    }
+}
+
+impl From<SkillsError> for ApiError {
+    /// A skill the caller may not read is as absent as one that is not
+    /// there; a name already taken stays taken (no retry).
+    fn from(error: SkillsError) -> Self {
+        match error {
+            SkillsError::NotFound(_) | SkillsError::VersionNotFound(_) | SkillsError::NoSkillType => {
+                ApiError::new(StatusCode::NOT_FOUND, error.to_string())
+            }
+            SkillsError::Invalid(message) => ApiError::bad_request(message),
+            SkillsError::Conflict(message) => ApiError::new(StatusCode::CONFLICT, message).permanent(),
+            SkillsError::ReadOnly(_) => ApiError::new(StatusCode::FORBIDDEN, error.to_string()),
+            SkillsError::Catalog(error) => error.into(),
+        }
     }
 }
 

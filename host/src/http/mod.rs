@@ -5,6 +5,7 @@ mod deployments;
 pub mod error;
 pub mod extract;
 pub mod feed;
+mod hosted_skills;
 pub mod metrics;
 mod mint;
 mod multipart;
@@ -27,6 +28,7 @@ use axum::http::header;
 use axum::routing::{MethodRouter, get, post};
 use tower_http::cors::{Any, CorsLayer};
 
+use hosted_skills::{anthropic, openai};
 pub use state::{AppState, Services};
 
 /// Every route: its template and what serves it. The one table the router
@@ -87,6 +89,30 @@ pub(crate) fn routes_table() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/v1/ops/resource/per-request-permissions/revoke", post(permissions::revoke)),
         ("/v1/ops/resource/per-request-permissions/list", post(permissions::list)),
         ("/v1/consent/{*rest}", get(consent::get).post(consent::post).delete(consent::delete)),
+        // The hosted skills APIs: uploads are limited by the engine while streaming.
+        ("/anthropic/v1/skills", post(anthropic::create).get(anthropic::list).layer(DefaultBodyLimit::disable())),
+        ("/anthropic/v1/skills/{skill_id}", get(anthropic::retrieve).delete(anthropic::delete)),
+        (
+            "/anthropic/v1/skills/{skill_id}/versions",
+            post(anthropic::create_version).get(anthropic::list_versions).layer(DefaultBodyLimit::disable()),
+        ),
+        (
+            "/anthropic/v1/skills/{skill_id}/versions/{version}",
+            get(anthropic::retrieve_version).delete(anthropic::delete_version),
+        ),
+        ("/anthropic/v1/skills/{skill_id}/versions/{version}/content", get(anthropic::version_content)),
+        ("/openai/v1/skills", post(openai::create).get(openai::list).layer(DefaultBodyLimit::disable())),
+        ("/openai/v1/skills/{skill_id}", get(openai::retrieve).post(openai::update).delete(openai::delete)),
+        ("/openai/v1/skills/{skill_id}/content", get(openai::content)),
+        (
+            "/openai/v1/skills/{skill_id}/versions",
+            post(openai::create_version).get(openai::list_versions).layer(DefaultBodyLimit::disable()),
+        ),
+        (
+            "/openai/v1/skills/{skill_id}/versions/{version}",
+            get(openai::retrieve_version).delete(openai::delete_version),
+        ),
+        ("/openai/v1/skills/{skill_id}/versions/{version}/content", get(openai::version_content)),
         ("/v2/metadata/{*path}", get(v2::metadata)),
         ("/v2/versions/{*path}", get(v2::versions)),
         ("/v2/ops/{group}/restore", post(v2::restore)),

@@ -95,6 +95,7 @@ impl Upload {
 pub struct Part<'u> {
     /// `None` once the data has ended (multer allows one live field).
     field: Option<multer::Field<'static>>,
+    name: Option<String>,
     file_name: Option<String>,
     content_type: Option<String>,
     multipart: &'u mut multer::Multipart<'static>,
@@ -111,6 +112,7 @@ impl<'u> Part<'u> {
         single: Option<FormFields>,
     ) -> Self {
         Self {
+            name: field.name().map(str::to_owned),
             file_name: field.file_name().map(str::to_owned),
             content_type: field.content_type().map(|mime| mime.as_ref().to_owned()),
             field: Some(field),
@@ -118,6 +120,11 @@ impl<'u> Part<'u> {
             single,
             failure: None,
         }
+    }
+
+    /// The form field's name (`files[]`, `display_name`, …).
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
     }
 
     pub fn file_name(&self) -> Option<&str> {

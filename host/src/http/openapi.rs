@@ -21,6 +21,7 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder
 use utoipa::openapi::{Content, OpenApi as Document, PathItem, RefOr, Response};
 use utoipa::{Modify, OpenApi, PartialSchema};
 
+use super::hosted_skills::{anthropic, openai};
 use super::{consent, deployments, feed, permissions, publication, resource_ops, routes, sharing, v1, v2};
 
 /// Paths one handler serves besides the one its attribute documents:
@@ -90,6 +91,26 @@ const ALSO_SERVED: [(&str, &str, &str); 7] = [
         deployments::configuration,
         deployments::rate,
         deployments::deployment_names,
+        anthropic::create,
+        anthropic::list,
+        anthropic::retrieve,
+        anthropic::delete,
+        anthropic::create_version,
+        anthropic::list_versions,
+        anthropic::retrieve_version,
+        anthropic::delete_version,
+        anthropic::version_content,
+        openai::create,
+        openai::list,
+        openai::retrieve,
+        openai::update,
+        openai::delete,
+        openai::content,
+        openai::create_version,
+        openai::list_versions,
+        openai::retrieve_version,
+        openai::delete_version,
+        openai::version_content,
         routes::user_info,
         permissions::grant,
         permissions::revoke,

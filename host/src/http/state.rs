@@ -21,6 +21,7 @@ use crate::documents::Documents;
 use crate::folder_resources::FolderResources;
 use crate::folders::FolderEngine;
 use crate::handlers::HandlerRegistry;
+use crate::hosted_skills::HostedSkills;
 use crate::keys::Keys;
 use crate::proxy::Proxy;
 use crate::publication::workflow::Publications;
@@ -117,6 +118,11 @@ impl AppState {
     /// The v1 resource API.
     pub fn blob_resources(&self) -> BlobResources<'_> {
         BlobResources::new(self.catalog())
+    }
+
+    /// The hosted skills APIs' view of the skill resources.
+    pub fn hosted_skills(&self) -> HostedSkills<'_> {
+        HostedSkills::new(self.catalog())
     }
 
     /// The v2 resource API.

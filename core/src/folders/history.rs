@@ -1,0 +1,136 @@
+//! Changes to a resource's version history that commit no new version:
+//! making a retained version current again without a copy (what OpenAI's
+//! `default_version` is), and dropping one retained version. Both rewrite
+//! only the marker, under the resource lock, with the marker's ETag as the
+//! fencing token like every commit.
+
+use object_store::{ObjectStoreExt, PutPayload};
+
+use super::engine::FolderEngine;
+use super::error::FolderError;
+use super::marker::{RESOURCE_MARKER, ResourceMarker, VersionRecord};
+use super::markers::ReadMarker;
+use super::node::Node;
+use crate::clock::{new_id, now_ms};
+use crate::etag::Preconditions;
+use crate::events::EventAction;
+
+/// Lost compare-and-swaps (to the sweep, which takes no lock a commit
+/// excludes) before giving up.
+const ATTEMPTS: usize = 5;
+
+impl FolderEngine {
+    /// Makes the retained `version` the current one as it is: same id, same
+    /// files, no copy and no new version; the version it replaces joins the
+    /// history. Naming the current version changes nothing. `conditions`
+    /// are checked against the current version.
+    pub async fn make_current(
+        &self,
+        node: &Node,
+        version: &str,
+        conditions: &Preconditions,
+    ) -> Result<ResourceMarker, FolderError> {
+        let _lock = self.locks.acquire(&node.resource_lock_key()).await?;
+        for _ in 0..ATTEMPTS {
+            let read = self.live_for_history(node).await?;
+            conditions.check_write(Some(&read.marker.etag))?;
+            let live = read.marker.clone().numbered();
+            if live.current_version == version {
+                return Ok(live);
+            }
+            let target = self.version_of(node, live.clone(), version).await?.numbered_as(&live, version);
+            // The outgoing current version's manifest, for reads of it as a
+            // retained version.
+            let outgoing = node.paths.version(&live.current_version).join(RESOURCE_MARKER);
+            self.store.put(&outgoing, PutPayload::from(live.version_snapshot())).await?;
+            let mut history: Vec<VersionRecord> = live
+                .history
+                .iter()
+                .filter(|record| record.version != version)
+                .cloned()
+                .chain(std::iter::once(live.current_record()))
+                .collect();
+            history.sort_by_key(|record| std::cmp::Reverse((record.number, record.created_at)));
+            // The newest version is kept whatever its age while it is not
+            // current (a client may name it as the latest).
+            if let Some(newest) = history.first_mut().filter(|newest| newest.number > target.number) {
+                newest.keep_until = None;
+            }
+            let now = now_ms();
+            let marker = ResourceMarker {
+                current_version: target.current_version,
+                etag: target.etag,
+                metadata: target.metadata,
+                warnings: target.warnings,
+                files: target.files,
+                committed_at: target.committed_at,
+                committed_by: target.committed_by,
+                number: target.number,
+                history,
+                updated_at: now,
+                commit_id: new_id(),
+                ..live
+            };
+            match self.write_marker(node, &marker, Some(read.version)).await {
+                Ok(()) => {
+                    self.publish(EventAction::Update, node, Some(&marker.etag)).await;
+                    return Ok(marker);
+                }
+                Err(FolderError::Precondition(_)) => continue,
+                Err(error) => return Err(error),
+            }
+        }
+        Err(FolderError::Conflict(format!("{} kept changing; retry", node.item_url())))
+    }
+
+    /// Removes the retained `version` from the history (its files go with
+    /// the sweep after the grace period). The current version cannot be
+    /// dropped: make another one current first.
+    pub async fn drop_version(&self, node: &Node, version: &str) -> Result<ResourceMarker, FolderError> {
+        let _lock = self.locks.acquire(&node.resource_lock_key()).await?;
+        for _ in 0..ATTEMPTS {
+            let read = self.live_for_history(node).await?;
+            let live = read.marker.clone().numbered();
+            if live.current_version == version {
+                return Err(FolderError::BadRequest(format!(
+                    "Version {version} is the current version of {}: make another version current before deleting it",
+                    node.item_url()
+                )));
+            }
+            let now = now_ms();
+            if !live.history.iter().any(|record| record.version == version && record.visible_at(now)) {
+                return Err(FolderError::VersionNotFound(version.to_string()));
+            }
+            self.journal_versions(node, &[version.to_string()]).await?;
+            let history = live.history.iter().filter(|record| record.version != version).cloned().collect();
+            let marker = ResourceMarker { history, updated_at: now, commit_id: new_id(), ..live };
+            match self.write_marker(node, &marker, Some(read.version)).await {
+                Ok(()) => {
+                    self.publish(EventAction::Update, node, Some(&marker.etag)).await;
+                    return Ok(marker);
+                }
+                Err(FolderError::Precondition(_)) => continue,
+                Err(error) => return Err(error),
+            }
+        }
+        Err(FolderError::Conflict(format!("{} kept changing; retry", node.item_url())))
+    }
+
+    async fn live_for_history(&self, node: &Node) -> Result<ReadMarker<ResourceMarker>, FolderError> {
+        self.read_resource_marker(node)
+            .await?
+            .filter(|read| read.marker.is_ready())
+            .ok_or_else(|| FolderError::NotFound(node.url.to_string()))
+    }
+}
+
+impl ResourceMarker {
+    /// A retained version's manifest with the number `live`'s history
+    /// gives it (a manifest written before numbering has none).
+    fn numbered_as(mut self, live: &ResourceMarker, version: &str) -> Self {
+        if let Some(record) = live.history.iter().find(|record| record.version == version) {
+            self.number = record.number;
+        }
+        self
+    }
+}

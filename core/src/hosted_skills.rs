@@ -1,0 +1,472 @@
+//! The hosted skills APIs (Anthropic's and OpenAI's `/v1/skills`, SPEC §12)
+//! in domain terms: an API skill *is* a v2 skill resource, so this module
+//! only names things — ids for resources, version references for the
+//! version history — and runs the store's operations with the store's
+//! access checks. The HTTP layer reads uploads and renders each dialect.
+//!
+//! Ids are stateless and reversible: `skill_<base58 of the resource URL>_<base36
+//! of its creation time>`. The URL makes a shared skill addressable by its
+//! grantee with the grantee's access; the creation time makes a skill deleted
+//! and made again a new id (the hosted APIs never reuse one). A DIAL move
+//! gives the skill a new id.
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+
+use crate::access::{AccessError, Permission, Resource};
+use crate::auth::Caller;
+use crate::catalog::{Catalog, CatalogError, Kind, Link};
+use crate::clock::now_ms;
+use crate::etag::Preconditions;
+use crate::folders::archive::stream_zip;
+use crate::folders::engine::Becomes;
+use crate::folders::marker::{ResourceMarker, VersionRecord};
+use crate::folders::{FolderError, ListedNode, Node, Staging};
+use crate::handlers::Handler;
+use crate::resource_url::{Intent, ResourceUrl};
+
+/// The group API skills live in.
+pub const SKILLS_GROUP: &str = "skills";
+const SKILL_ID_PREFIX: &str = "skill_";
+const VERSION_ID_PREFIX: &str = "skillver_";
+/// A list reads at most this many skills of one caller (each list is one
+/// recursive listing of the caller's bucket, sorted by creation time).
+pub const MAX_LISTED_SKILLS: usize = 10_000;
+/// How long after a create an identical create by the same caller is taken
+/// for its retry: the SDKs retry a create whose answer was lost, and a
+/// create carries no idempotency key.
+const REPLAY_WINDOW_MS: i64 = 10 * 60 * 1000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SkillsError {
+    #[error("Skill not found: {0}")]
+    NotFound(String),
+    #[error("Skill version not found: {0}")]
+    VersionNotFound(String),
+    #[error("{0}")]
+    Invalid(String),
+    /// A create over a skill of the same name, or a change the caller may
+    /// not make to a skill it can read.
+    #[error("{0}")]
+    Conflict(String),
+    #[error("You may read but not change the skill {0}")]
+    ReadOnly(String),
+    #[error("Skills are not served here: no handler serves the `skills` group")]
+    NoSkillType,
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+}
+
+impl From<FolderError> for SkillsError {
+    fn from(error: FolderError) -> Self {
+        match error {
+            FolderError::VersionNotFound(version) => Self::VersionNotFound(version),
+            error => Self::Catalog(error.into()),
+        }
+    }
+}
+
+/// A skill as the APIs show it: the resource, its numbered marker and id.
+pub struct Skill {
+    pub id: String,
+    pub node: Node,
+    pub handler: Handler,
+    /// Numbered ([`ResourceMarker::numbered`]).
+    pub marker: ResourceMarker,
+}
+
+impl Skill {
+    fn new(node: Node, handler: Handler, marker: ResourceMarker) -> Self {
+        let id = skill_id(&node.url, marker.created_at);
+        Self { id, node, handler, marker: marker.numbered() }
+    }
+
+    /// The skill's name: the resource's name, the top folder of its archives.
+    pub fn name(&self) -> &str {
+        self.node.url.name().unwrap_or("skill")
+    }
+
+    /// Every version readers can name, newest first.
+    pub fn versions(&self) -> Vec<SkillVersion> {
+        let all = self.marker.versions_newest_first(now_ms());
+        let newest = all.first().map(|(record, _)| record.version.clone());
+        all.into_iter()
+            .map(|(record, current)| SkillVersion {
+                id: version_id(&record.version),
+                latest: newest.as_deref() == Some(record.version.as_str()),
+                current,
+                record,
+            })
+            .collect()
+    }
+
+    /// The newest version (Anthropic's `latest`, OpenAI's `latest_version`).
+    pub fn latest(&self) -> SkillVersion {
+        self.versions().into_iter().next().expect("a skill has its current version")
+    }
+
+    /// The current version (OpenAI's `default_version`; what DIAL serves).
+    pub fn current(&self) -> SkillVersion {
+        self.versions().into_iter().find(|version| version.current).expect("a skill has its current version")
+    }
+
+    /// The version `reference` names.
+    pub fn version(&self, reference: &VersionRef) -> Result<SkillVersion, SkillsError> {
+        let versions = self.versions();
+        let found = match reference {
+            VersionRef::Latest => versions.into_iter().next(),
+            VersionRef::Id(id) => versions.into_iter().find(|v| v.id == *id),
+            VersionRef::Number(number) => versions.into_iter().find(|v| v.number() == *number),
+            VersionRef::Epoch(epoch) => versions.into_iter().find(|v| v.epoch_micros() == *epoch),
+        };
+        found.ok_or_else(|| SkillsError::VersionNotFound(reference.to_string()))
+    }
+}
+
+/// One version of a skill.
+#[derive(Debug, Clone)]
+pub struct SkillVersion {
+    /// `skillver_<version>`.
+    pub id: String,
+    pub record: VersionRecord,
+    pub current: bool,
+    pub latest: bool,
+}
+
+impl SkillVersion {
+    /// OpenAI's version number.
+    pub fn number(&self) -> u64 {
+        self.record.number.unwrap_or(0)
+    }
+
+    /// Anthropic's beta `version`: the commit time in microseconds, the
+    /// last three digits the number's (unique within the skill: two
+    /// commits of one resource in the same millisecond have other numbers).
+    pub fn epoch_micros(&self) -> u64 {
+        (self.record.created_at.max(0) as u64) * 1000 + self.number() % 1000
+    }
+
+    /// The handler's metadata of the version (`name`, `description`).
+    pub fn metadata(&self, key: &str) -> Option<&str> {
+        self.record.metadata.get(key).map(String::as_str)
+    }
+}
+
+/// How a request names a version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionRef {
+    Latest,
+    /// `skillver_…`.
+    Id(String),
+    /// OpenAI's `"1"`, `"2"`, ….
+    Number(u64),
+    /// Anthropic's beta 16-digit epoch microseconds.
+    Epoch(u64),
+}
+
+impl std::fmt::Display for VersionRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Latest => f.write_str("latest"),
+            Self::Id(id) => f.write_str(id),
+            Self::Number(number) => write!(f, "{number}"),
+            Self::Epoch(epoch) => write!(f, "{epoch}"),
+        }
+    }
+}
+
+/// `skill_<base58 of the URL>_<base36 of created_at>`.
+pub fn skill_id(url: &ResourceUrl, created_at: i64) -> String {
+    let url = url.as_item().unwrap_or_else(|| url.clone()).to_string();
+    format!("{SKILL_ID_PREFIX}{}_{}", bs58::encode(url.as_bytes()).into_string(), base36(created_at.max(0) as u64))
+}
+
+/// The URL and creation time a skill id names; `None` for anything else.
+pub fn parse_skill_id(id: &str) -> Option<(ResourceUrl, i64)> {
+    let (url, created) = id.strip_prefix(SKILL_ID_PREFIX)?.rsplit_once('_')?;
+    let url = String::from_utf8(bs58::decode(url).into_vec().ok()?).ok()?;
+    let url = ResourceUrl::parse(&url, Intent::Read).ok()?;
+    let created = i64::try_from(u64::from_str_radix(created, 36).ok()?).ok()?;
+    (url.group() == SKILLS_GROUP && !url.is_folder()).then_some((url, created))
+}
+
+/// `skillver_<the version history's id>`.
+pub fn version_id(version: &str) -> String {
+    format!("{VERSION_ID_PREFIX}{version}")
+}
+
+fn base36(mut value: u64) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(value % 36) as usize]);
+        value /= 36;
+        if value == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).expect("ASCII digits")
+}
+
+/// A new skill or version being received.
+pub struct Upload {
+    pub staging: Staging,
+    node: Node,
+    handler: Handler,
+    /// A create: the skill already there that an identical upload by the
+    /// same caller is a retry of.
+    retry_of: Option<ResourceMarker>,
+    create: bool,
+}
+
+/// The skills APIs over the catalog's stores, for one request.
+pub struct HostedSkills<'a> {
+    catalog: Catalog<'a>,
+}
+
+impl<'a> HostedSkills<'a> {
+    pub fn new(catalog: Catalog<'a>) -> Self {
+        Self { catalog }
+    }
+
+    fn handler(&self) -> Result<Handler, SkillsError> {
+        self.catalog.handlers.get(SKILLS_GROUP).ok_or(SkillsError::NoSkillType)
+    }
+
+    /// The skill `id` names, if the caller may read it (`permission` Write:
+    /// also change it). A skill the caller may not read is "not found",
+    /// like one that is not there.
+    pub async fn find(&self, caller: &Caller, id: &str, permission: Permission) -> Result<Skill, SkillsError> {
+        let not_found = || SkillsError::NotFound(id.to_string());
+        let (url, created_at) = parse_skill_id(id).ok_or_else(not_found)?;
+        let handler = self.handler()?;
+        let location = self.catalog.buckets.decode(url.bucket()).map_err(|_| not_found())?;
+        let node = Node::new(url, location).map_err(|_| not_found())?;
+        let resource = Resource { url: &node.url, location: &node.location };
+        match self.catalog.access.check(caller, resource, Permission::Read).await {
+            Ok(()) => {}
+            Err(AccessError::Denied(_)) => return Err(not_found()),
+            Err(error) => return Err(CatalogError::from(error).into()),
+        }
+        let marker = self.catalog.folders.live_marker(&node).await?.filter(|m| m.created_at == created_at);
+        let marker = marker.ok_or_else(not_found)?;
+        if permission != Permission::Read {
+            match self.catalog.access.check(caller, resource, permission).await {
+                Ok(()) => {}
+                Err(AccessError::Denied(_)) => return Err(SkillsError::ReadOnly(id.to_string())),
+                Err(error) => return Err(CatalogError::from(error).into()),
+            }
+        }
+        Ok(Skill::new(node, handler, marker))
+    }
+
+    /// Every skill in the caller's bucket (at any depth), newest first
+    /// (ties by URL); at most [`MAX_LISTED_SKILLS`].
+    pub async fn list(&self, caller: &Caller) -> Result<Vec<Skill>, SkillsError> {
+        let handler = self.handler()?;
+        let location = caller.bucket_location();
+        let root =
+            ResourceUrl::parse(&format!("{SKILLS_GROUP}/{}/", self.catalog.buckets.encode(&location)), Intent::Read)
+                .map_err(CatalogError::from)?;
+        let root = Node::new(root, location).map_err(CatalogError::from)?;
+        let everything = |_: &ResourceUrl| true;
+        let mut skills = Vec::new();
+        let mut token = None;
+        loop {
+            let page = self.catalog.folders.list(&root, true, token.as_deref(), 1000, &everything).await?;
+            for item in page.items {
+                if let ListedNode::Resource { url, marker } = item
+                    && skills.len() < MAX_LISTED_SKILLS
+                {
+                    let node = Node::new(url, root.location.clone()).map_err(CatalogError::from)?;
+                    skills.push(Skill::new(node, handler.clone(), *marker));
+                }
+            }
+            token = page.next_token;
+            if token.is_none() || skills.len() >= MAX_LISTED_SKILLS {
+                break;
+            }
+        }
+        skills.sort_by(|a, b| b.marker.created_at.cmp(&a.marker.created_at).then_with(|| a.id.cmp(&b.id)));
+        Ok(skills)
+    }
+
+    /// Starts a new skill named `name` in the caller's bucket. The same
+    /// name already there is a conflict — unless the caller made it
+    /// moments ago with one version: then the upload may be the retry of a
+    /// create whose answer was lost, and [`HostedSkills::finish`] answers
+    /// with that skill if the files are the same.
+    pub async fn start_create(&self, caller: &Caller, name: &str) -> Result<Upload, SkillsError> {
+        let handler = self.handler()?;
+        let location = caller.bucket_location();
+        let raw = format!("{SKILLS_GROUP}/{}/{}", self.catalog.buckets.encode(&location), encode_segment(name));
+        let url = ResourceUrl::parse(&raw, Intent::Write)
+            .map_err(|error| SkillsError::Invalid(format!("The skill name {name:?} cannot be used: {error}")))?;
+        let node = Node::new(url, location).map_err(CatalogError::from)?;
+        let resource = Resource { url: &node.url, location: &node.location };
+        self.catalog.access.check(caller, resource, Permission::Write).await.map_err(CatalogError::from)?;
+        let existing = self.catalog.folders.live_marker(&node).await?;
+        let retry_of = match existing {
+            Some(marker) if is_retry_candidate(&marker, caller) => Some(marker),
+            Some(_) => return Err(conflict(name)),
+            None => None,
+        };
+        let conditions = if retry_of.is_some() { Preconditions::default() } else { Preconditions::create_only() };
+        let staging = match self.catalog.folders.stage(&node, &handler, &conditions).await {
+            Err(FolderError::Precondition(_)) => return Err(conflict(name)),
+            staging => staging?,
+        };
+        Ok(Upload { staging, node, handler, retry_of, create: true })
+    }
+
+    /// Starts a new version of `skill` (found with Write).
+    pub async fn start_version(&self, skill: &Skill) -> Result<Upload, SkillsError> {
+        let staging = self.catalog.folders.stage(&skill.node, &skill.handler, &Preconditions::default()).await?;
+        Ok(Upload { staging, node: skill.node.clone(), handler: skill.handler.clone(), retry_of: None, create: false })
+    }
+
+    /// Validates and commits what `upload` received: a create as the
+    /// skill's first version, a new version as the current one or (OpenAI's
+    /// `default=false`) as the newest retained one. Returns the skill and
+    /// the version committed.
+    pub async fn finish(
+        &self,
+        caller: &Caller,
+        mut upload: Upload,
+        becomes: Becomes,
+    ) -> Result<(Skill, SkillVersion), SkillsError> {
+        upload.staging.flush().await?;
+        let name = upload.node.url.name().unwrap_or_default().to_string();
+        if let Some(existing) = upload.retry_of.take() {
+            if upload.staging.etag() != existing.etag {
+                return Err(conflict(&name));
+            }
+            // The retry of a create that committed: its answer again (what
+            // this upload staged is the sweep's).
+            let skill = Skill::new(upload.node, upload.handler, existing);
+            let version = skill.current();
+            return Ok((skill, version));
+        }
+        let conditions = if upload.create { Preconditions::create_only() } else { Preconditions::default() };
+        let engine = self.catalog.folders;
+        let committed = match engine
+            .commit_as(upload.staging, &upload.handler, &conditions, Some(caller.author_name()), becomes)
+            .await
+        {
+            Err(FolderError::Precondition(_)) if upload.create => return Err(conflict(&name)),
+            committed => committed?,
+        };
+        let skill = Skill::new(upload.node, upload.handler, committed.marker);
+        let version = skill.version(&VersionRef::Id(version_id(&committed.version)))?;
+        Ok((skill, version))
+    }
+
+    /// Deletes the skill (found with Write): the store's delete — a
+    /// tombstone the owner can restore within the grace period; its shares end.
+    pub async fn delete(&self, skill: &Skill) -> Result<(), SkillsError> {
+        let link = Link {
+            url: skill.node.url.clone(),
+            location: skill.node.location.clone(),
+            kind: Kind::Folder(skill.handler.clone()),
+        };
+        self.catalog.delete(&link, &Preconditions::default()).await?;
+        Ok(())
+    }
+
+    /// Makes `version` the current one (found with Write), without a new
+    /// commit.
+    pub async fn make_current(&self, skill: &Skill, version: &SkillVersion) -> Result<Skill, SkillsError> {
+        let engine = self.catalog.folders;
+        let marker = engine.make_current(&skill.node, &version.record.version, &Preconditions::default()).await?;
+        Ok(Skill::new(skill.node.clone(), skill.handler.clone(), marker))
+    }
+
+    /// Removes `version` from the skill's history (found with Write); the
+    /// current version stays (400).
+    pub async fn drop_version(&self, skill: &Skill, version: &SkillVersion) -> Result<(), SkillsError> {
+        if version.current {
+            return Err(SkillsError::Invalid(format!(
+                "Version {} is the skill's current (default) version: it cannot be deleted while it is; make another \
+                 version the default first, or delete the skill",
+                version.id
+            )));
+        }
+        self.catalog.folders.drop_version(&skill.node, &version.record.version).await?;
+        Ok(())
+    }
+
+    /// The handler's metadata of `version`, from the history record, or —
+    /// for a record written before records carried it — its manifest.
+    pub async fn version_metadata(
+        &self,
+        skill: &Skill,
+        version: &SkillVersion,
+    ) -> Result<indexmap::IndexMap<String, String>, SkillsError> {
+        if !version.record.metadata.is_empty() || version.current {
+            return Ok(if version.current { skill.marker.metadata.clone() } else { version.record.metadata.clone() });
+        }
+        Ok(self.catalog.folders.version_for_read(&skill.node, &version.record.version).await?.metadata)
+    }
+
+    /// The archive of `version`: its files under one folder, the skill's name.
+    pub async fn archive(
+        &self,
+        skill: &Skill,
+        version: &SkillVersion,
+    ) -> Result<BoxStream<'static, Result<Bytes, std::io::Error>>, SkillsError> {
+        let engine = self.catalog.folders;
+        let manifest = engine.version_for_read(&skill.node, &version.record.version).await?;
+        let top = Some(skill.name().to_string());
+        Ok(stream_zip(engine.store().clone(), skill.node.paths().clone(), manifest, top).boxed())
+    }
+}
+
+fn conflict(name: &str) -> SkillsError {
+    SkillsError::Conflict(format!(
+        "A skill named {name} already exists: add a version to it, or delete it first (the skill's name is the \
+         upload's top-level folder)"
+    ))
+}
+
+/// A live skill an identical create by `caller` would be the retry of.
+fn is_retry_candidate(marker: &ResourceMarker, caller: &Caller) -> bool {
+    marker.author.as_deref() == Some(caller.author_name().as_str())
+        && marker.history.is_empty()
+        && now_ms() - marker.created_at <= REPLAY_WINDOW_MS
+}
+
+fn encode_segment(name: &str) -> String {
+    percent_encoding::utf8_percent_encode(name, crate::resource_url::SEGMENT_ESCAPES).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skill_ids_are_reversible_and_name_nothing_else() {
+        let url = ResourceUrl::parse("skills/BUCKET123/folder/my-skill", Intent::Read).unwrap();
+        let id = skill_id(&url, 1_764_504_000_123);
+        assert!(id.starts_with("skill_") && !id.contains('/') && !id.contains('%'), "{id}");
+        let (back, created) = parse_skill_id(&id).unwrap();
+        assert_eq!((back.to_string(), created), (url.to_string(), 1_764_504_000_123));
+        // A listing's form names the same skill.
+        let folder_form = ResourceUrl::parse("skills/BUCKET123/folder/my-skill/", Intent::Read).unwrap();
+        assert_eq!(skill_id(&folder_form, 1_764_504_000_123), id);
+        for bad in ["skill_", "skill_abc", "skill_0OIl_1", "skillver_x_1", "nope", &id.replace("skill_", "skill-")] {
+            assert!(parse_skill_id(bad).is_none(), "{bad}");
+        }
+        let prompt = ResourceUrl::parse("prompts/BUCKET123/x", Intent::Read).unwrap();
+        assert!(parse_skill_id(&skill_id(&prompt, 1)).is_none(), "only the skills group");
+    }
+
+    #[test]
+    fn base36_counts() {
+        assert_eq!(base36(0), "0");
+        assert_eq!(base36(35), "z");
+        assert_eq!(base36(36), "10");
+        assert_eq!(u64::from_str_radix(&base36(1_764_504_000_123), 36).unwrap(), 1_764_504_000_123);
+    }
+}
