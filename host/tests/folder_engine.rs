@@ -17,7 +17,7 @@ use dial_host::config::{FoldersConfig, HandlersConfig, LockConfig};
 use dial_host::etag::{EtagMatch, Preconditions};
 use dial_host::events::{EventBus, InProcessEvents};
 use dial_host::folders::marker::ResourceMarker;
-use dial_host::folders::{FolderEngine, FolderError, Node};
+use dial_host::folders::{Becomes, FolderEngine, FolderError, Node};
 use dial_host::handlers::{Handler, HandlerRegistry, Runtime, RuntimeLimits};
 use dial_host::locks::{InProcessLocks, LockService};
 use dial_host::resource_url::{Intent, ResourceUrl};
@@ -1463,4 +1463,171 @@ async fn the_sweep_expiring_versions_never_fails_a_commit() {
             .collect();
         assert!(left.is_empty(), "only the current version is left: {left:?}");
     }
+}
+
+// ----- numbered versions, a version that does not become current (issue 27) --
+
+/// Stages version `n`'s files and commits it as `becomes`.
+async fn commit_as(engine: &FolderEngine, handler: &Handler, target: &Node, n: usize, becomes: Becomes) -> String {
+    let mut staging = engine.stage(target, handler, &Preconditions::default()).await.unwrap();
+    for (path, content) in version_files(n) {
+        staging.add_file(path, body(&content)).await.unwrap();
+    }
+    engine.commit_as(staging, handler, &Preconditions::default(), Some("alice".into()), becomes).await.unwrap().version
+}
+
+fn numbers(marker: &ResourceMarker) -> (Option<u64>, Vec<Option<u64>>) {
+    (marker.number, marker.history.iter().map(|record| record.number).collect())
+}
+
+/// What the hosted skills APIs rely on: versions numbered in commit order,
+/// a number never given twice, a version committed without becoming
+/// current (and retention never dropping it while it is the newest), a
+/// retained version made current again as it is (no copy, same id), and
+/// one retained version dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versions_are_numbered_and_the_current_one_can_move_without_a_commit() {
+    let handler = skill_handler().await;
+    // The current version and one more: retention is as tight as it gets.
+    let engine = engine_keeping(Arc::new(InMemory::new()), 2, 0.0);
+    let target = node("s");
+    let ids = commit_versions(&engine, &handler, &target, 2).await;
+    let marker = engine.live_marker(&target).await.unwrap().unwrap();
+    assert_eq!(numbers(&marker), (Some(2), vec![Some(1)]));
+
+    // Version 3 is kept but not current: readers still get version 2.
+    let third = commit_as(&engine, &handler, &target, 3, Becomes::Retained).await;
+    let marker = engine.live_marker(&target).await.unwrap().unwrap();
+    assert_eq!(marker.current_version, ids[1]);
+    assert_eq!(numbers(&marker), (Some(2), vec![Some(3)]), "version 1 made room; the newest stays");
+    assert_eq!(read_back(&engine, &target).await.unwrap(), as_map(&version_files(2)));
+    assert_eq!(read_version(&engine, &target, &third).await.unwrap(), as_map(&version_files(3)));
+    assert_eq!(marker.history[0].metadata.get("description").map(String::as_str), Some("v3"));
+    // Even keeping only the current version, the newest is not dropped.
+    let tight = engine_keeping(engine.store().clone(), 1, 0.0);
+    let fourth = commit_as(&tight, &handler, &target, 4, Becomes::Retained).await;
+    let marker = tight.live_marker(&target).await.unwrap().unwrap();
+    assert_eq!(numbers(&marker), (Some(2), vec![Some(4)]));
+
+    // Making version 4 current copies nothing: same id, same files, same number.
+    let moved = engine.make_current(&target, &fourth, &Preconditions::default()).await.unwrap();
+    assert_eq!((moved.current_version.as_str(), moved.number), (fourth.as_str(), Some(4)));
+    assert_eq!(read_back(&engine, &target).await.unwrap(), as_map(&version_files(4)));
+    assert_eq!(numbers(&moved), (Some(4), vec![Some(2)]));
+    assert_eq!(read_version(&engine, &target, &ids[1]).await.unwrap(), as_map(&version_files(2)));
+    // …and back, with conditions checked against the current version.
+    let stale = Preconditions { if_match: Some(EtagMatch::Tags(vec!["stale".into()])), if_none_match: None };
+    let refused = engine.make_current(&target, &ids[1], &stale).await;
+    assert!(matches!(refused, Err(FolderError::Precondition(_))), "{refused:?}");
+    let back = engine.make_current(&target, &ids[1], &Preconditions::default()).await.unwrap();
+    assert_eq!(numbers(&back), (Some(2), vec![Some(4)]));
+    assert!(back.history[0].keep_until.is_none(), "the newest is kept for as long as it is the newest");
+    let unknown = engine.make_current(&target, "nope", &Preconditions::default()).await;
+    assert!(matches!(unknown, Err(FolderError::VersionNotFound(_))), "{unknown:?}");
+
+    // Dropping: the current version stays; a retained one goes; its number is not given again.
+    let current = engine.drop_version(&target, &ids[1]).await;
+    assert!(matches!(current, Err(FolderError::BadRequest(_))), "{current:?}");
+    let dropped = engine.drop_version(&target, &fourth).await.unwrap();
+    assert_eq!(numbers(&dropped), (Some(2), vec![]));
+    assert!(matches!(read_version(&engine, &target, &fourth).await, Err(FolderError::VersionNotFound(_))));
+    assert!(matches!(engine.drop_version(&target, &fourth).await, Err(FolderError::VersionNotFound(_))));
+    put_whole(&engine, &handler, &target, &version_files(5), &Preconditions::default()).await.unwrap();
+    let marker = engine.live_marker(&target).await.unwrap().unwrap();
+    assert_eq!(numbers(&marker), (Some(5), vec![Some(2)]), "4 was given once");
+
+    engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_no_orphans(&engine, &target).await;
+    for version in marker.referenced_versions() {
+        read_version(&engine, &target, version).await.expect("every kept version is whole after the sweep");
+    }
+}
+
+/// A marker written before numbering gets the numbers of its commit order,
+/// and the next commit goes on from them.
+#[test]
+fn markers_before_numbering_are_numbered_in_commit_order() {
+    let record = |version: &str, created_at| dial_host::folders::marker::VersionRecord {
+        version: version.into(),
+        etag: "e".into(),
+        created_at,
+        author: None,
+        files: 1,
+        bytes: 1,
+        keep_until: None,
+        number: None,
+        metadata: Default::default(),
+    };
+    let json = serde_json::json!({"type": "skill", "schemaVersion": 1, "state": "ready", "currentVersion": "c",
+        "etag": "e", "createdAt": 1, "updatedAt": 3, "commitId": "x", "files": {}});
+    let mut marker: ResourceMarker = serde_json::from_value(json).unwrap();
+    marker.history = vec![record("b", 2), record("a", 1)];
+    let numbered = marker.clone().numbered();
+    assert_eq!(numbers(&numbered), (Some(3), vec![Some(2), Some(1)]));
+    assert_eq!(marker.next_number(), 4);
+    let listed: Vec<(String, bool)> =
+        marker.versions_newest_first(10).into_iter().map(|(record, current)| (record.version, current)).collect();
+    assert_eq!(listed, [("c".to_string(), true), ("b".into(), false), ("a".into(), false)]);
+}
+
+/// Moves of the current version race commits and a sweep with no grace to
+/// speak of: every marker a reader meets serves whole versions — the
+/// current one and each one kept — and the numbers stay unique.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moving_the_current_version_races_commits_and_the_sweep() {
+    let handler = skill_handler().await;
+    let engine = Arc::new(engine_retaining(Arc::new(InMemory::new()), 3, 0.0, 1));
+    let target = node("s");
+    commit_versions(&engine, &handler, &target, 2).await;
+    let until = std::time::Instant::now() + Duration::from_secs(3);
+    let sweeper = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            while std::time::Instant::now() < until {
+                engine.sweep().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let writer = {
+        let (engine, handler, target) = (engine.clone(), handler.clone(), target.clone());
+        tokio::spawn(async move {
+            let mut n = 3;
+            while std::time::Instant::now() < until {
+                let becomes = if n % 2 == 0 { Becomes::Current } else { Becomes::Retained };
+                commit_as(&engine, &handler, &target, n, becomes).await;
+                n += 1;
+            }
+        })
+    };
+    let (mut moved, mut gone) = (0, 0);
+    while std::time::Instant::now() < until {
+        let marker = engine.live_marker(&target).await.unwrap().unwrap();
+        let Some(oldest) = marker.history.last().map(|record| record.version.clone()) else { continue };
+        match engine.make_current(&target, &oldest, &Preconditions::default()).await {
+            Ok(current) => {
+                moved += 1;
+                let mut seen: Vec<u64> = current.history.iter().filter_map(|r| r.number).collect();
+                seen.push(current.number.unwrap());
+                let count = seen.len();
+                seen.sort_unstable();
+                seen.dedup();
+                assert_eq!(seen.len(), count, "numbers are unique: {current:?}");
+                for version in current.referenced_versions() {
+                    if let Err(error) = read_version(&engine, &target, version).await {
+                        // Only a version a later commit dropped may be gone.
+                        assert!(matches!(error, FolderError::VersionNotFound(_)), "{error}");
+                    }
+                }
+                assert_eq!(read_back(&engine, &target).await.map(|files| files.len()), Some(2));
+            }
+            Err(FolderError::VersionNotFound(_)) => gone += 1,
+            Err(error) => panic!("moving the current version failed: {error}"),
+        }
+    }
+    writer.await.unwrap();
+    sweeper.await.unwrap();
+    assert!(moved > 0, "no move succeeded ({gone} found their version gone)");
+    engine.sweep_with_grace(Duration::ZERO).await.unwrap();
+    assert_no_orphans(&engine, &target).await;
 }

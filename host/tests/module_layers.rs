@@ -70,7 +70,7 @@ const CRATES: &[Crate] = &[
             &["blobs::error", "blobs::trailer", "blobs::application", "apps"],
             &["blobs"],
             &["catalog"],
-            &["publication::workflow", "folder_resources"],
+            &["publication::workflow", "folder_resources", "hosted_skills"],
             &["blob_resources"],
         ],
     },
@@ -92,9 +92,11 @@ const CRATES: &[Crate] = &[
                 "http::state",
                 "http::extract",
             ],
-            &["http::mint"],
+            &["http::mint", "http::hosted_skills", "http::hosted_skills::upload"],
             // the route modules
             &[
+                "http::hosted_skills::anthropic",
+                "http::hosted_skills::openai",
                 "http::consent",
                 "http::deployments",
                 "http::feed",

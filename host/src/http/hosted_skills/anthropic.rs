@@ -77,10 +77,18 @@ pub struct AnthropicSkillVersion {
     created_at: String,
 }
 
-/// A page of a list: the SDK follows `next_page` until it is null.
+/// A page of skills: the SDK follows `next_page` until it is null.
 #[derive(Serialize, utoipa::ToSchema)]
-pub struct AnthropicPage<T> {
-    data: Vec<T>,
+pub struct AnthropicSkillPage {
+    data: Vec<AnthropicSkill>,
+    has_more: bool,
+    next_page: Option<String>,
+}
+
+/// A page of versions, paged like [`AnthropicSkillPage`].
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct AnthropicVersionPage {
+    data: Vec<AnthropicSkillVersion>,
     has_more: bool,
     next_page: Option<String>,
 }
@@ -142,7 +150,7 @@ async fn version_object(
 /// `POST /anthropic/v1/skills`: a new skill from `files[]` parts under one
 /// top-level folder (its name), optionally labelled by `display_name` (GA)
 /// or `display_title` (beta).
-#[utoipa::path(post, path = "/anthropic/v1/skills", tag = "skills-api",
+#[utoipa::path(post, path = "/anthropic/v1/skills", tag = "skills-api", operation_id = "anthropic_skills_create",
     request_body(content_type = "multipart/form-data", description = "files[] parts named <skill>/<path>; display_name"),
     responses((status = 200, description = "The skill", body = AnthropicSkill),
         (status = 409, description = "A skill of that name exists (x-should-retry: false)")))]
@@ -172,11 +180,11 @@ pub async fn create(
 }
 
 /// `GET /anthropic/v1/skills`: the caller's skills, newest first.
-#[utoipa::path(get, path = "/anthropic/v1/skills", tag = "skills-api",
+#[utoipa::path(get, path = "/anthropic/v1/skills", tag = "skills-api", operation_id = "anthropic_skills_list",
     params(("limit" = Option<usize>, Query, description = "1–1000, default 20"),
         ("page" = Option<String>, Query, description = "`next_page` of the page before"),
         ("source" = Option<String>, Query, description = "`custom` (all of them) or `anthropic` (none here)")),
-    responses((status = 200, description = "One page", body = AnthropicPage<AnthropicSkill>)))]
+    responses((status = 200, description = "One page", body = AnthropicSkillPage)))]
 pub async fn list(
     State(state): State<AppState>,
     caller: Result<Caller, ApiError>,
@@ -205,13 +213,13 @@ pub async fn list(
         let beta = beta(&headers);
         let next_page = page.last().filter(|_| more).map(|last| last.id.clone());
         let data = page.iter().map(|skill| skill_object(skill, beta)).collect();
-        Ok(Json(AnthropicPage { data, has_more: more, next_page }).into_response())
+        Ok(Json(AnthropicSkillPage { data, has_more: more, next_page }).into_response())
     };
     answer(Dialect::Anthropic, listed.await)
 }
 
 /// `GET /anthropic/v1/skills/{skill_id}`.
-#[utoipa::path(get, path = "/anthropic/v1/skills/{skill_id}", tag = "skills-api",
+#[utoipa::path(get, path = "/anthropic/v1/skills/{skill_id}", tag = "skills-api", operation_id = "anthropic_skills_retrieve",
     params(("skill_id" = String, Path, description = "The skill's id")),
     responses((status = 200, description = "The skill", body = AnthropicSkill)))]
 pub async fn retrieve(
@@ -229,7 +237,7 @@ pub async fn retrieve(
 
 /// `DELETE /anthropic/v1/skills/{skill_id}`: the skill and every version
 /// (a tombstone its owner can restore within the grace period).
-#[utoipa::path(delete, path = "/anthropic/v1/skills/{skill_id}", tag = "skills-api",
+#[utoipa::path(delete, path = "/anthropic/v1/skills/{skill_id}", tag = "skills-api", operation_id = "anthropic_skills_delete",
     params(("skill_id" = String, Path, description = "The skill's id")),
     responses((status = 200, description = "Deleted", body = AnthropicDeleted)))]
 pub async fn delete(
@@ -248,7 +256,7 @@ pub async fn delete(
 
 /// `POST /anthropic/v1/skills/{skill_id}/versions`: the whole file set again,
 /// as the new latest version.
-#[utoipa::path(post, path = "/anthropic/v1/skills/{skill_id}/versions", tag = "skills-api",
+#[utoipa::path(post, path = "/anthropic/v1/skills/{skill_id}/versions", tag = "skills-api", operation_id = "anthropic_skills_create_version",
     params(("skill_id" = String, Path, description = "The skill's id")),
     request_body(content_type = "multipart/form-data", description = "files[] parts named <skill>/<path>"),
     responses((status = 200, description = "The new version", body = AnthropicSkillVersion)))]
@@ -272,11 +280,11 @@ pub async fn create_version(
 }
 
 /// `GET /anthropic/v1/skills/{skill_id}/versions`: newest first.
-#[utoipa::path(get, path = "/anthropic/v1/skills/{skill_id}/versions", tag = "skills-api",
+#[utoipa::path(get, path = "/anthropic/v1/skills/{skill_id}/versions", tag = "skills-api", operation_id = "anthropic_skills_list_versions",
     params(("skill_id" = String, Path, description = "The skill's id"),
         ("limit" = Option<usize>, Query, description = "1–1000, default 20"),
         ("page" = Option<String>, Query, description = "`next_page` of the page before")),
-    responses((status = 200, description = "One page", body = AnthropicPage<AnthropicSkillVersion>)))]
+    responses((status = 200, description = "One page", body = AnthropicVersionPage)))]
 pub async fn list_versions(
     State(state): State<AppState>,
     caller: Result<Caller, ApiError>,
@@ -302,14 +310,14 @@ pub async fn list_versions(
         for version in &page {
             data.push(version_object(&skills, &skill, version, beta).await?);
         }
-        Ok(Json(AnthropicPage { data, has_more: more, next_page }).into_response())
+        Ok(Json(AnthropicVersionPage { data, has_more: more, next_page }).into_response())
     };
     answer(Dialect::Anthropic, listed.await)
 }
 
 /// `GET /anthropic/v1/skills/{skill_id}/versions/{version}`: by id,
 /// `latest`, or (beta) epoch microseconds.
-#[utoipa::path(get, path = "/anthropic/v1/skills/{skill_id}/versions/{version}", tag = "skills-api",
+#[utoipa::path(get, path = "/anthropic/v1/skills/{skill_id}/versions/{version}", tag = "skills-api", operation_id = "anthropic_skills_retrieve_version",
     params(("skill_id" = String, Path, description = "The skill's id"),
         ("version" = String, Path, description = "A version id, `latest`, or the beta's epoch-microseconds version")),
     responses((status = 200, description = "The version", body = AnthropicSkillVersion)))]
@@ -330,7 +338,7 @@ pub async fn retrieve_version(
 
 /// `DELETE /anthropic/v1/skills/{skill_id}/versions/{version}`: one version
 /// leaves the history; the current one cannot (400).
-#[utoipa::path(delete, path = "/anthropic/v1/skills/{skill_id}/versions/{version}", tag = "skills-api",
+#[utoipa::path(delete, path = "/anthropic/v1/skills/{skill_id}/versions/{version}", tag = "skills-api", operation_id = "anthropic_skills_delete_version",
     params(("skill_id" = String, Path, description = "The skill's id"),
         ("version" = String, Path, description = "A version id, or the beta's epoch-microseconds version")),
     responses((status = 200, description = "Deleted", body = AnthropicDeleted),
@@ -352,7 +360,7 @@ pub async fn delete_version(
 
 /// `GET /anthropic/v1/skills/{skill_id}/versions/{version}/content`: the
 /// version as a zip whose one top folder is the skill's name.
-#[utoipa::path(get, path = "/anthropic/v1/skills/{skill_id}/versions/{version}/content", tag = "skills-api",
+#[utoipa::path(get, path = "/anthropic/v1/skills/{skill_id}/versions/{version}/content", tag = "skills-api", operation_id = "anthropic_skills_version_content",
     params(("skill_id" = String, Path, description = "The skill's id"),
         ("version" = String, Path, description = "A version id, `latest`, or the beta's epoch-microseconds version")),
     responses((status = 200, description = "The version's files", content_type = "application/zip", body = Vec<u8>)))]

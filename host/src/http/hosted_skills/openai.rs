@@ -40,11 +40,21 @@ pub struct OpenAiSkillVersion {
     created_at: i64,
 }
 
-/// A page: the SDK asks for `after=<last id>` while `has_more`.
+/// A page of skills: the SDK asks for `after=<last id>` while `has_more`.
 #[derive(Serialize, utoipa::ToSchema)]
-pub struct OpenAiList<T> {
+pub struct OpenAiSkillList {
     object: &'static str,
-    data: Vec<T>,
+    data: Vec<OpenAiSkill>,
+    first_id: Option<String>,
+    last_id: Option<String>,
+    has_more: bool,
+}
+
+/// A page of versions, paged like [`OpenAiSkillList`].
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct OpenAiVersionList {
+    object: &'static str,
+    data: Vec<OpenAiSkillVersion>,
     first_id: Option<String>,
     last_id: Option<String>,
     has_more: bool,
@@ -106,10 +116,9 @@ fn ascending(params: &Params) -> Result<bool, ApiError> {
     }
 }
 
-fn list_of<T>(data: Vec<T>, has_more: bool, id_of: impl Fn(&T) -> String) -> OpenAiList<T> {
-    let first_id = data.first().map(&id_of);
-    let last_id = data.last().map(&id_of);
-    OpenAiList { object: "list", data, first_id, last_id, has_more }
+/// The first and last ids of a page.
+fn ends<T>(data: &[T], id_of: impl Fn(&T) -> String) -> (Option<String>, Option<String>) {
+    (data.first().map(&id_of), data.last().map(&id_of))
 }
 
 /// A version as OpenAI names it: its number (or `latest`, or its id).
@@ -123,7 +132,7 @@ fn named_version(skill: &Skill, raw: &str) -> Result<SkillVersion, ApiError> {
 
 /// `POST /openai/v1/skills`: a new skill from `files[]` parts under one
 /// top-level folder, or one zip part `files` holding that folder.
-#[utoipa::path(post, path = "/openai/v1/skills", tag = "skills-api",
+#[utoipa::path(post, path = "/openai/v1/skills", tag = "skills-api", operation_id = "openai_skills_create",
     request_body(content_type = "multipart/form-data", description = "files[] parts named <skill>/<path>, or one zip `files`"),
     responses((status = 200, description = "The skill", body = OpenAiSkill),
         (status = 409, description = "A skill of that name exists (x-should-retry: false)")))]
@@ -139,11 +148,11 @@ pub async fn create(State(state): State<AppState>, caller: Result<Caller, ApiErr
 }
 
 /// `GET /openai/v1/skills`: the caller's skills by creation time.
-#[utoipa::path(get, path = "/openai/v1/skills", tag = "skills-api",
+#[utoipa::path(get, path = "/openai/v1/skills", tag = "skills-api", operation_id = "openai_skills_list",
     params(("limit" = Option<usize>, Query, description = "1–100, default 20"),
         ("after" = Option<String>, Query, description = "The id of the last skill of the page before"),
         ("order" = Option<String>, Query, description = "`desc` (newest first, the default) or `asc`")),
-    responses((status = 200, description = "One page", body = OpenAiList<OpenAiSkill>)))]
+    responses((status = 200, description = "One page", body = OpenAiSkillList)))]
 pub async fn list(
     State(state): State<AppState>,
     caller: Result<Caller, ApiError>,
@@ -170,14 +179,15 @@ pub async fn list(
                 None => false,
             },
         );
-        let data = page.iter().map(skill_object).collect();
-        Ok(Json(list_of(data, more, |s: &OpenAiSkill| s.id.clone())).into_response())
+        let data: Vec<OpenAiSkill> = page.iter().map(skill_object).collect();
+        let (first_id, last_id) = ends(&data, |s: &OpenAiSkill| s.id.clone());
+        Ok(Json(OpenAiSkillList { object: "list", data, first_id, last_id, has_more: more }).into_response())
     };
     answer(Dialect::OpenAi, listed.await)
 }
 
 /// `GET /openai/v1/skills/{skill_id}`.
-#[utoipa::path(get, path = "/openai/v1/skills/{skill_id}", tag = "skills-api",
+#[utoipa::path(get, path = "/openai/v1/skills/{skill_id}", tag = "skills-api", operation_id = "openai_skills_retrieve",
     params(("skill_id" = String, Path, description = "The skill's id")),
     responses((status = 200, description = "The skill", body = OpenAiSkill)))]
 pub async fn retrieve(
@@ -194,7 +204,7 @@ pub async fn retrieve(
 
 /// `POST /openai/v1/skills/{skill_id}`: moves `default_version` — what DIAL
 /// serves as current — to another kept version; no new version is made.
-#[utoipa::path(post, path = "/openai/v1/skills/{skill_id}", tag = "skills-api",
+#[utoipa::path(post, path = "/openai/v1/skills/{skill_id}", tag = "skills-api", operation_id = "openai_skills_update",
     params(("skill_id" = String, Path, description = "The skill's id")),
     request_body(content = OpenAiSkillUpdate, description = "The version to serve by default"),
     responses((status = 200, description = "The skill", body = OpenAiSkill)))]
@@ -225,7 +235,7 @@ pub async fn update(
 
 /// `DELETE /openai/v1/skills/{skill_id}`: the skill and every version (a
 /// tombstone its owner can restore within the grace period).
-#[utoipa::path(delete, path = "/openai/v1/skills/{skill_id}", tag = "skills-api",
+#[utoipa::path(delete, path = "/openai/v1/skills/{skill_id}", tag = "skills-api", operation_id = "openai_skills_delete",
     params(("skill_id" = String, Path, description = "The skill's id")),
     responses((status = 200, description = "Deleted", body = OpenAiDeleted)))]
 pub async fn delete(
@@ -243,7 +253,7 @@ pub async fn delete(
 }
 
 /// `GET /openai/v1/skills/{skill_id}/content`: the default version's zip.
-#[utoipa::path(get, path = "/openai/v1/skills/{skill_id}/content", tag = "skills-api",
+#[utoipa::path(get, path = "/openai/v1/skills/{skill_id}/content", tag = "skills-api", operation_id = "openai_skills_content",
     params(("skill_id" = String, Path, description = "The skill's id")),
     responses((status = 200, description = "The default version's files", content_type = "application/zip", body = Vec<u8>)))]
 pub async fn content(
@@ -261,7 +271,7 @@ pub async fn content(
 
 /// `POST /openai/v1/skills/{skill_id}/versions`: a new version; with
 /// `default=true` it becomes the default (current), else the default stays.
-#[utoipa::path(post, path = "/openai/v1/skills/{skill_id}/versions", tag = "skills-api",
+#[utoipa::path(post, path = "/openai/v1/skills/{skill_id}/versions", tag = "skills-api", operation_id = "openai_skills_create_version",
     params(("skill_id" = String, Path, description = "The skill's id")),
     request_body(content_type = "multipart/form-data", description = "default (true/false), then files[] parts or one zip `files`"),
     responses((status = 200, description = "The new version", body = OpenAiSkillVersion)))]
@@ -290,12 +300,12 @@ pub async fn create_version(
 
 /// `GET /openai/v1/skills/{skill_id}/versions`: by number, newest first
 /// unless `order=asc`.
-#[utoipa::path(get, path = "/openai/v1/skills/{skill_id}/versions", tag = "skills-api",
+#[utoipa::path(get, path = "/openai/v1/skills/{skill_id}/versions", tag = "skills-api", operation_id = "openai_skills_list_versions",
     params(("skill_id" = String, Path, description = "The skill's id"),
         ("limit" = Option<usize>, Query, description = "1–100, default 20"),
         ("after" = Option<String>, Query, description = "The id of the last version of the page before"),
         ("order" = Option<String>, Query, description = "`desc` (the default) or `asc`")),
-    responses((status = 200, description = "One page", body = OpenAiList<OpenAiSkillVersion>)))]
+    responses((status = 200, description = "One page", body = OpenAiVersionList)))]
 pub async fn list_versions(
     State(state): State<AppState>,
     caller: Result<Caller, ApiError>,
@@ -327,13 +337,14 @@ pub async fn list_versions(
         for version in &page {
             data.push(version_object(&skills, &skill, version).await?);
         }
-        Ok(Json(list_of(data, more, |v: &OpenAiSkillVersion| v.id.clone())).into_response())
+        let (first_id, last_id) = ends(&data, |v: &OpenAiSkillVersion| v.id.clone());
+        Ok(Json(OpenAiVersionList { object: "list", data, first_id, last_id, has_more: more }).into_response())
     };
     answer(Dialect::OpenAi, listed.await)
 }
 
 /// `GET /openai/v1/skills/{skill_id}/versions/{version}`.
-#[utoipa::path(get, path = "/openai/v1/skills/{skill_id}/versions/{version}", tag = "skills-api",
+#[utoipa::path(get, path = "/openai/v1/skills/{skill_id}/versions/{version}", tag = "skills-api", operation_id = "openai_skills_retrieve_version",
     params(("skill_id" = String, Path, description = "The skill's id"),
         ("version" = String, Path, description = "The version number (or `latest`)")),
     responses((status = 200, description = "The version", body = OpenAiSkillVersion)))]
@@ -353,7 +364,7 @@ pub async fn retrieve_version(
 
 /// `DELETE /openai/v1/skills/{skill_id}/versions/{version}`: the default
 /// version cannot be deleted (400); its number is never given again.
-#[utoipa::path(delete, path = "/openai/v1/skills/{skill_id}/versions/{version}", tag = "skills-api",
+#[utoipa::path(delete, path = "/openai/v1/skills/{skill_id}/versions/{version}", tag = "skills-api", operation_id = "openai_skills_delete_version",
     params(("skill_id" = String, Path, description = "The skill's id"),
         ("version" = String, Path, description = "The version number")),
     responses((status = 200, description = "Deleted", body = OpenAiDeleted),
@@ -381,7 +392,7 @@ pub async fn delete_version(
 }
 
 /// `GET /openai/v1/skills/{skill_id}/versions/{version}/content`.
-#[utoipa::path(get, path = "/openai/v1/skills/{skill_id}/versions/{version}/content", tag = "skills-api",
+#[utoipa::path(get, path = "/openai/v1/skills/{skill_id}/versions/{version}/content", tag = "skills-api", operation_id = "openai_skills_version_content",
     params(("skill_id" = String, Path, description = "The skill's id"),
         ("version" = String, Path, description = "The version number (or `latest`)")),
     responses((status = 200, description = "The version's files", content_type = "application/zip", body = Vec<u8>)))]
