@@ -314,16 +314,18 @@ impl<'a> HostedSkills<'a> {
             None => None,
         };
         let conditions = if retry_of.is_some() { Preconditions::default() } else { Preconditions::create_only() };
-        let staging = match self.catalog.folders.stage(&node, &handler, &conditions).await {
+        let mut staging = match self.catalog.folders.stage(&node, &handler, &conditions).await {
             Err(FolderError::Precondition(_)) => return Err(conflict(name)),
             staging => staging?,
         };
+        staging.require_metadata("name", name);
         Ok(Upload { staging, node, handler, retry_of, create: true })
     }
 
     /// Starts a new version of `skill` (found with Write).
     pub async fn start_version(&self, skill: &Skill) -> Result<Upload, SkillsError> {
-        let staging = self.catalog.folders.stage(&skill.node, &skill.handler, &Preconditions::default()).await?;
+        let mut staging = self.catalog.folders.stage(&skill.node, &skill.handler, &Preconditions::default()).await?;
+        staging.require_metadata("name", skill.name());
         Ok(Upload { staging, node: skill.node.clone(), handler: skill.handler.clone(), retry_of: None, create: false })
     }
 

@@ -30,6 +30,7 @@ mod security;
 mod services;
 mod shared_services;
 mod sharing;
+mod skills_api;
 mod startup;
 mod support;
 mod upstream;

@@ -344,6 +344,7 @@ impl FolderEngine {
             path_limits: self.path_limits,
             store: self.store.clone(),
             display_name: None,
+            required_metadata: None,
         })
     }
 
@@ -375,6 +376,14 @@ impl FolderEngine {
         // before the handler reads them.
         staging.deadline.check()?;
         let (metadata, warnings) = self.check_with_handler(&node, &staging.version, &staging.files, handler).await?;
+        if let Some((key, expected)) = &staging.required_metadata
+            && metadata.get(key) != Some(expected)
+        {
+            let found = metadata.get(key).map_or_else(|| "none".to_string(), |found| format!("'{found}'"));
+            return Err(FolderError::BadRequest(format!(
+                "The folder name '{expected}' must match the {key} in the upload ({key}: {found})"
+            )));
+        }
         // Creating is structural (bucket lock); replacing is a content update
         // (resource lock). Staging saw which one this is likely to be; if a
         // concurrent delete turned a replace into a create, take the

@@ -59,6 +59,9 @@ pub struct Staging {
     pub(super) journal_entry: Path,
     /// A new label for the resource ([`ResourceMarker::display_name`](super::marker::ResourceMarker::display_name)).
     pub(super) display_name: Option<String>,
+    /// A metadata entry the handler must read from the files, or the
+    /// commit is refused ([`Staging::require_metadata`]).
+    pub(super) required_metadata: Option<(String, String)>,
 }
 
 impl Staging {
@@ -70,6 +73,13 @@ impl Staging {
     /// Labels the resource with this commit (Anthropic's `display_name`).
     pub fn set_display_name(&mut self, display_name: String) {
         self.display_name = Some(display_name);
+    }
+
+    /// Refuses the commit unless the handler reads `value` as the metadata
+    /// `key` (the hosted skills APIs: the upload's top folder must be the
+    /// `name` in SKILL.md, where a `/v2` PUT only warns).
+    pub fn require_metadata(&mut self, key: &str, value: &str) {
+        self.required_metadata = Some((key.to_string(), value.to_string()));
     }
 
     /// The aggregate etag of what is staged so far (after [`Staging::flush`]).
