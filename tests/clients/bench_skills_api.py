@@ -10,7 +10,8 @@ Each round, for a fresh 10-file skill (~120 KiB: SKILL.md, nine files of 1–24 
   * `anthropic-sdk` and `openai-sdk`: the same three calls through the official SDKs (their own
     client and parsing included).
 Rounds alternate the four so drift hits all alike. Prints one JSON line: the median and p90 of a
-round (create + retrieve + download) in milliseconds for each, and each one's ratio to `v2`.
+round (create + retrieve + download) in milliseconds for each, each one's ratio to `v2`, and the
+median CPU time the Python client itself spent per round (what the SDKs add on the client side).
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ def skill_files(name: str) -> list[tuple[str, bytes]]:
     return files
 
 
-def timed(run) -> float:
-    start = time.perf_counter()
+def timed(run) -> tuple[float, float]:
+    """Wall time and this client's own CPU time of `run`, in milliseconds."""
+    start, cpu = time.perf_counter(), time.process_time()
     run()
-    return (time.perf_counter() - start) * 1000
+    return (time.perf_counter() - start) * 1000, (time.process_time() - cpu) * 1000
 
 
 def main() -> None:
@@ -80,12 +82,15 @@ def main() -> None:
 
     ways = {"v2": v2, "facade": facade, "anthropic-sdk": anthropic_sdk, "openai-sdk": openai_sdk}
     samples: dict[str, list[float]] = {way: [] for way in ways}
+    client_cpu: dict[str, list[float]] = {way: [] for way in ways}
     for warmup in range(3):
         for way, run in ways.items():
             run(f"warm-{run_id}-{way}-{warmup}")
     for round_ in range(args.rounds):
         for way, run in ways.items():
-            samples[way].append(timed(lambda: run(f"b-{run_id}-{way}-{round_}")))
+            wall, cpu = timed(lambda: run(f"b-{run_id}-{way}-{round_}"))
+            samples[way].append(wall)
+            client_cpu[way].append(cpu)
     baseline = statistics.median(samples["v2"])
     result = {}
     for way, times in samples.items():
@@ -94,6 +99,7 @@ def main() -> None:
             "median_ms": round(median, 2),
             "p90_ms": round(statistics.quantiles(times, n=10)[-1], 2),
             "ratio_to_v2": round(median / baseline, 3),
+            "client_cpu_ms": round(statistics.median(client_cpu[way]), 2),
         }
     print(json.dumps({"rounds": args.rounds, "files": 10} | result))
 
