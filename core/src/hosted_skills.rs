@@ -74,12 +74,20 @@ pub struct Skill {
     pub handler: Handler,
     /// Numbered ([`ResourceMarker::numbered`]).
     pub marker: ResourceMarker,
+    /// Every version readers can name, newest first (never empty).
+    versions: Vec<SkillVersion>,
 }
 
 impl Skill {
     fn new(node: Node, handler: Handler, marker: ResourceMarker) -> Self {
         let id = skill_id(&node.url, marker.created_at);
-        Self { id, node, handler, marker: marker.numbered() }
+        let marker = marker.numbered();
+        let versions = marker
+            .versions_newest_first(now_ms())
+            .into_iter()
+            .map(|(record, current)| SkillVersion { id: version_id(&record.version), current, record })
+            .collect();
+        Self { id, node, handler, marker, versions }
     }
 
     /// The skill's name: the resource's name, the top folder of its archives.
@@ -88,37 +96,28 @@ impl Skill {
     }
 
     /// Every version readers can name, newest first.
-    pub fn versions(&self) -> Vec<SkillVersion> {
-        let all = self.marker.versions_newest_first(now_ms());
-        let newest = all.first().map(|(record, _)| record.version.clone());
-        all.into_iter()
-            .map(|(record, current)| SkillVersion {
-                id: version_id(&record.version),
-                latest: newest.as_deref() == Some(record.version.as_str()),
-                current,
-                record,
-            })
-            .collect()
+    pub fn versions(&self) -> &[SkillVersion] {
+        &self.versions
     }
 
     /// The newest version (Anthropic's `latest`, OpenAI's `latest_version`).
-    pub fn latest(&self) -> SkillVersion {
-        self.versions().into_iter().next().expect("a skill has its current version")
+    pub fn latest(&self) -> &SkillVersion {
+        &self.versions[0]
     }
 
     /// The current version (OpenAI's `default_version`; what DIAL serves).
-    pub fn current(&self) -> SkillVersion {
-        self.versions().into_iter().find(|version| version.current).expect("a skill has its current version")
+    pub fn current(&self) -> &SkillVersion {
+        self.versions.iter().find(|version| version.current).expect("a skill has its current version")
     }
 
     /// The version `reference` names.
-    pub fn version(&self, reference: &VersionRef) -> Result<SkillVersion, SkillsError> {
-        let versions = self.versions();
+    pub fn version(&self, reference: &VersionRef) -> Result<&SkillVersion, SkillsError> {
+        let mut versions = self.versions.iter();
         let found = match reference {
-            VersionRef::Latest => versions.into_iter().next(),
-            VersionRef::Id(id) => versions.into_iter().find(|v| v.id == *id),
-            VersionRef::Number(number) => versions.into_iter().find(|v| v.number() == *number),
-            VersionRef::Epoch(epoch) => versions.into_iter().find(|v| v.epoch_micros() == *epoch),
+            VersionRef::Latest => versions.next(),
+            VersionRef::Id(id) => versions.find(|v| v.id == *id),
+            VersionRef::Number(number) => versions.find(|v| v.number() == *number),
+            VersionRef::Epoch(epoch) => versions.find(|v| v.epoch_micros() == *epoch),
         };
         found.ok_or_else(|| SkillsError::VersionNotFound(reference.to_string()))
     }
@@ -131,7 +130,6 @@ pub struct SkillVersion {
     pub id: String,
     pub record: VersionRecord,
     pub current: bool,
-    pub latest: bool,
 }
 
 impl SkillVersion {
@@ -348,7 +346,7 @@ impl<'a> HostedSkills<'a> {
             // The retry of a create that committed: its answer again (what
             // this upload staged is the sweep's).
             let skill = Skill::new(upload.node, upload.handler, existing);
-            let version = skill.current();
+            let version = skill.current().clone();
             return Ok((skill, version));
         }
         let conditions = if upload.create { Preconditions::create_only() } else { Preconditions::default() };
@@ -361,33 +359,38 @@ impl<'a> HostedSkills<'a> {
             committed => committed?,
         };
         let skill = Skill::new(upload.node, upload.handler, committed.marker);
-        let version = skill.version(&VersionRef::Id(version_id(&committed.version)))?;
+        let version = skill.version(&VersionRef::Id(version_id(&committed.version)))?.clone();
         Ok((skill, version))
     }
 
-    /// Deletes the skill (found with Write): the store's delete — a
-    /// tombstone the owner can restore within the grace period; its shares end.
-    pub async fn delete(&self, skill: &Skill) -> Result<(), SkillsError> {
-        let link = Link {
-            url: skill.node.url.clone(),
-            location: skill.node.location.clone(),
-            kind: Kind::Folder(skill.handler.clone()),
-        };
+    /// Deletes the skill `id` names: the store's delete — a tombstone the
+    /// owner can restore within the grace period; its shares end.
+    pub async fn delete(&self, caller: &Caller, id: &str) -> Result<(), SkillsError> {
+        let skill = self.find(caller, id, Permission::Write).await?;
+        let link = Link { url: skill.node.url, location: skill.node.location, kind: Kind::Folder(skill.handler) };
         self.catalog.delete(&link, &Preconditions::default()).await?;
         Ok(())
     }
 
-    /// Makes `version` the current one (found with Write), without a new
+    /// Makes the version `reference` names the current one, without a new
     /// commit.
-    pub async fn make_current(&self, skill: &Skill, version: &SkillVersion) -> Result<Skill, SkillsError> {
-        let engine = self.catalog.folders;
-        let marker = engine.make_current(&skill.node, &version.record.version, &Preconditions::default()).await?;
-        Ok(Skill::new(skill.node.clone(), skill.handler.clone(), marker))
+    pub async fn make_current(&self, caller: &Caller, id: &str, reference: &VersionRef) -> Result<Skill, SkillsError> {
+        let skill = self.find(caller, id, Permission::Write).await?;
+        let version = &skill.version(reference)?.record.version;
+        let marker = self.catalog.folders.make_current(&skill.node, version, &Preconditions::default()).await?;
+        Ok(Skill::new(skill.node, skill.handler, marker))
     }
 
-    /// Removes `version` from the skill's history (found with Write); the
-    /// current version stays (400).
-    pub async fn drop_version(&self, skill: &Skill, version: &SkillVersion) -> Result<(), SkillsError> {
+    /// Removes the version `reference` names from the skill's history; the
+    /// current version stays (400). Returns the version removed.
+    pub async fn drop_version(
+        &self,
+        caller: &Caller,
+        id: &str,
+        reference: &VersionRef,
+    ) -> Result<SkillVersion, SkillsError> {
+        let skill = self.find(caller, id, Permission::Write).await?;
+        let version = skill.version(reference)?;
         if version.current {
             return Err(SkillsError::Invalid(format!(
                 "Version {} is the skill's current (default) version: it cannot be deleted while it is; make another \
@@ -396,7 +399,28 @@ impl<'a> HostedSkills<'a> {
             )));
         }
         self.catalog.folders.drop_version(&skill.node, &version.record.version).await?;
-        Ok(())
+        Ok(version.clone())
+    }
+
+    /// The archive of the version `reference` names (`None`: the current
+    /// one): its files under one folder, the skill's name, which is returned
+    /// with it.
+    pub async fn archive(
+        &self,
+        caller: &Caller,
+        id: &str,
+        reference: Option<&VersionRef>,
+    ) -> Result<(String, BoxStream<'static, Result<Bytes, std::io::Error>>), SkillsError> {
+        let skill = self.find(caller, id, Permission::Read).await?;
+        let version = match reference {
+            Some(reference) => skill.version(reference)?,
+            None => skill.current(),
+        };
+        let engine = self.catalog.folders;
+        let manifest = engine.version_for_read(&skill.node, &version.record.version).await?;
+        let name = skill.name().to_string();
+        let body = stream_zip(engine.store().clone(), skill.node.paths().clone(), manifest, Some(name.clone()));
+        Ok((name, body.boxed()))
     }
 
     /// The handler's metadata of `version`, from the history record, or —
@@ -406,22 +430,10 @@ impl<'a> HostedSkills<'a> {
         skill: &Skill,
         version: &SkillVersion,
     ) -> Result<indexmap::IndexMap<String, String>, SkillsError> {
-        if !version.record.metadata.is_empty() || version.current {
-            return Ok(if version.current { skill.marker.metadata.clone() } else { version.record.metadata.clone() });
+        if !version.record.metadata.is_empty() {
+            return Ok(version.record.metadata.clone());
         }
         Ok(self.catalog.folders.version_for_read(&skill.node, &version.record.version).await?.metadata)
-    }
-
-    /// The archive of `version`: its files under one folder, the skill's name.
-    pub async fn archive(
-        &self,
-        skill: &Skill,
-        version: &SkillVersion,
-    ) -> Result<BoxStream<'static, Result<Bytes, std::io::Error>>, SkillsError> {
-        let engine = self.catalog.folders;
-        let manifest = engine.version_for_read(&skill.node, &version.record.version).await?;
-        let top = Some(skill.name().to_string());
-        Ok(stream_zip(engine.store().clone(), skill.node.paths().clone(), manifest, top).boxed())
     }
 }
 

@@ -372,3 +372,73 @@ async fn a_create_whose_answer_was_lost_leaves_one_skill_and_a_conflict_is_sent_
         assert_eq!(f.dial_versions(&f.bucket, &name, &KEY).await.len(), 1, "{name}: one create, one version");
     }
 }
+
+/// One multipart body: `fields` as text parts, then `files` as `(part name, filename, bytes)`.
+fn multipart(fields: &[(&str, &str)], files: &[(&str, &str, Vec<u8>)]) -> (String, Vec<u8>) {
+    const BOUNDARY: &str = "skills-api-boundary-0123";
+    let mut body = Vec::new();
+    for (name, value) in fields {
+        body.extend(
+            format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n").bytes(),
+        );
+    }
+    for (name, file_name, content) in files {
+        body.extend(
+            format!(
+                "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{file_name}\"\r\n\r\n"
+            )
+            .bytes(),
+        );
+        body.extend(content);
+        body.extend(b"\r\n");
+    }
+    body.extend(format!("--{BOUNDARY}--\r\n").bytes());
+    (format!("multipart/form-data; boundary={BOUNDARY}"), body)
+}
+
+/// A zip of `entries` one-byte files under `top/`.
+fn zip_with(top: &str, entries: usize) -> Vec<u8> {
+    use std::io::Write;
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    zip.start_file(format!("{top}/SKILL.md"), zip::write::SimpleFileOptions::default()).unwrap();
+    zip.write_all(&skill_md(top, "Many entries.")).unwrap();
+    for n in 1..entries {
+        zip.start_file(format!("{top}/e/{n}"), zip::write::SimpleFileOptions::default()).unwrap();
+        zip.write_all(b"x").unwrap();
+    }
+    zip.finish().unwrap().into_inner()
+}
+
+/// What a client can make one create cost is bounded before it is spent: at
+/// most 16 text fields, and a zip whose directory declares more entries than
+/// the type's files allow (4 per file + 1000) is refused before the
+/// directory is read into memory. Both are final 400s in the API's shape,
+/// and nothing is created.
+#[tokio::test]
+async fn uploads_are_bounded_in_fields_and_zip_entries_before_they_cost_memory() {
+    let f = Fixture::start(None).await;
+    let fields: Vec<(String, String)> = (0..17).map(|n| (format!("f{n}"), "x".to_string())).collect();
+    let fields: Vec<(&str, &str)> = fields.iter().map(|(name, value)| (name.as_str(), value.as_str())).collect();
+    let md = ("files[]", "many-fields/SKILL.md", skill_md("many-fields", "Too many fields."));
+    let (content_type, body) = multipart(&fields, &[md]);
+    let headers = [KEY[0], ("Content-Type", content_type.as_str())];
+    let reply = f.client.send_raw("POST", "/openai/v1/skills", &headers, vec![body.into()]).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert!(reply.json()["error"]["message"].as_str().unwrap().contains("at most 16 form fields"), "{}", reply.body);
+    assert_eq!(reply.headers.get("x-should-retry").unwrap(), "false");
+
+    // The default type allows 1000 files: 5000 entries are the most a zip may declare.
+    let (content_type, body) = multipart(&[], &[("files", "many.zip", zip_with("many", 5001))]);
+    let headers = [KEY[0], ("Content-Type", content_type.as_str())];
+    let reply = f.client.send_raw("POST", "/anthropic/v1/skills", &headers, vec![body.into()]).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.json()["error"]["type"], "invalid_request_error", "{}", reply.body);
+    assert!(reply.body.contains("5001 entries") && reply.body.contains("at most 5000"), "{}", reply.body);
+
+    let listed = f.get("/openai/v1/skills", &KEY).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(listed.json()["data"], json!([]), "nothing was created");
+    for name in ["many-fields", "many"] {
+        assert_eq!(f.dial_status(&f.bucket, name, &KEY).await, 404);
+    }
+}

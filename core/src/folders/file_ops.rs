@@ -177,7 +177,7 @@ impl FolderEngine {
 
     /// The live marker of `node` with its conditional-write token; 404 when
     /// there is none.
-    async fn live_read(&self, node: &Node) -> Result<ReadMarker<ResourceMarker>, FolderError> {
+    pub(super) async fn live_read(&self, node: &Node) -> Result<ReadMarker<ResourceMarker>, FolderError> {
         self.read_resource_marker(node)
             .await?
             .filter(|r| r.marker.is_ready())

@@ -4,12 +4,11 @@
 //! only the marker, under the resource lock, with the marker's ETag as the
 //! fencing token like every commit.
 
-use object_store::{ObjectStoreExt, PutPayload};
+use object_store::{ObjectStoreExt, PutPayload, UpdateVersion};
 
 use super::engine::FolderEngine;
 use super::error::FolderError;
 use super::marker::{RESOURCE_MARKER, ResourceMarker, VersionRecord};
-use super::markers::ReadMarker;
 use super::node::Node;
 use crate::clock::{new_id, now_ms};
 use crate::etag::Preconditions;
@@ -32,7 +31,7 @@ impl FolderEngine {
     ) -> Result<ResourceMarker, FolderError> {
         let _lock = self.locks.acquire(&node.resource_lock_key()).await?;
         for _ in 0..ATTEMPTS {
-            let read = self.live_for_history(node).await?;
+            let read = self.live_read(node).await?;
             conditions.check_write(Some(&read.marker.etag))?;
             let live = read.marker.clone().numbered();
             if live.current_version == version {
@@ -71,13 +70,8 @@ impl FolderEngine {
                 commit_id: new_id(),
                 ..live
             };
-            match self.write_marker(node, &marker, Some(read.version)).await {
-                Ok(()) => {
-                    self.publish(EventAction::Update, node, Some(&marker.etag)).await;
-                    return Ok(marker);
-                }
-                Err(FolderError::Precondition(_)) => continue,
-                Err(error) => return Err(error),
+            if self.rewrite_history(node, &marker, read.version).await? {
+                return Ok(marker);
             }
         }
         Err(FolderError::Conflict(format!("{} kept changing; retry", node.item_url())))
@@ -89,7 +83,7 @@ impl FolderEngine {
     pub async fn drop_version(&self, node: &Node, version: &str) -> Result<ResourceMarker, FolderError> {
         let _lock = self.locks.acquire(&node.resource_lock_key()).await?;
         for _ in 0..ATTEMPTS {
-            let read = self.live_for_history(node).await?;
+            let read = self.live_read(node).await?;
             let live = read.marker.clone().numbered();
             if live.current_version == version {
                 return Err(FolderError::BadRequest(format!(
@@ -104,23 +98,29 @@ impl FolderEngine {
             self.journal_versions(node, &[version.to_string()]).await?;
             let history = live.history.iter().filter(|record| record.version != version).cloned().collect();
             let marker = ResourceMarker { history, updated_at: now, commit_id: new_id(), ..live };
-            match self.write_marker(node, &marker, Some(read.version)).await {
-                Ok(()) => {
-                    self.publish(EventAction::Update, node, Some(&marker.etag)).await;
-                    return Ok(marker);
-                }
-                Err(FolderError::Precondition(_)) => continue,
-                Err(error) => return Err(error),
+            if self.rewrite_history(node, &marker, read.version).await? {
+                return Ok(marker);
             }
         }
         Err(FolderError::Conflict(format!("{} kept changing; retry", node.item_url())))
     }
 
-    async fn live_for_history(&self, node: &Node) -> Result<ReadMarker<ResourceMarker>, FolderError> {
-        self.read_resource_marker(node)
-            .await?
-            .filter(|read| read.marker.is_ready())
-            .ok_or_else(|| FolderError::NotFound(node.url.to_string()))
+    /// Writes `marker` over the one read as `expected` and publishes the
+    /// change; `false` when another writer got there first (look again).
+    async fn rewrite_history(
+        &self,
+        node: &Node,
+        marker: &ResourceMarker,
+        expected: UpdateVersion,
+    ) -> Result<bool, FolderError> {
+        match self.write_marker(node, marker, Some(expected)).await {
+            Ok(()) => {
+                self.publish(EventAction::Update, node, Some(&marker.etag)).await;
+                Ok(true)
+            }
+            Err(FolderError::Precondition(_)) => Ok(false),
+            Err(error) => Err(error),
+        }
     }
 }
 

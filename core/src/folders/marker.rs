@@ -176,8 +176,9 @@ impl ResourceMarker {
 
     /// The number the next committed version gets.
     pub fn next_number(&self) -> u64 {
-        let numbered = self.clone().numbered();
-        numbered.last_number.unwrap_or(0).max(numbered.number.unwrap_or(0)) + 1
+        // Unnumbered, the current version is the newest of its history.
+        let current = self.number.unwrap_or(self.history.len() as u64 + 1);
+        self.last_number.unwrap_or(0).max(current) + 1
     }
 
     /// The current version and the visible history at `now`, newest
@@ -186,7 +187,10 @@ impl ResourceMarker {
     /// committed without becoming current, or an older one was made
     /// current again ([`FolderEngine::make_current`](super::FolderEngine::make_current)).
     pub fn versions_newest_first(&self, now: i64) -> Vec<(VersionRecord, bool)> {
-        let numbered = self.clone().numbered();
+        let numbered = match self.number {
+            Some(_) => std::borrow::Cow::Borrowed(self),
+            None => std::borrow::Cow::Owned(self.clone().numbered()),
+        };
         let mut all: Vec<(VersionRecord, bool)> = std::iter::once((numbered.current_record(), true))
             .chain(
                 numbered.history.iter().filter(|record| record.visible_at(now)).map(|record| (record.clone(), false)),

@@ -11,11 +11,13 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::upload::{Destination, receive};
-use super::{Params, answer, described, limit, page_after, rfc3339, version_ref, zip_answer, zip_spool_limit};
+use super::{
+    Params, answer, described, limit, rfc3339, skills_page, version_ref, versions_page, zip_answer, zip_limits,
+};
 use crate::access::Permission;
 use crate::auth::Caller;
 use crate::folders::Becomes;
-use crate::hosted_skills::{HostedSkills, Skill, SkillVersion, parse_skill_id};
+use crate::hosted_skills::{HostedSkills, Skill, SkillVersion};
 use crate::http::error::{ApiError, Dialect};
 use crate::http::state::AppState;
 
@@ -119,7 +121,7 @@ fn skill_object(skill: &Skill, beta: bool) -> AnthropicSkill {
             kind: "skill",
             id: skill.id.clone(),
             display_name: display,
-            latest_version_id: latest.id,
+            latest_version_id: latest.id.clone(),
             source: serde_json::json!({"type": "custom"}),
             created_at,
             updated_at,
@@ -163,7 +165,7 @@ pub async fn create(
     let created = async {
         let caller = caller?;
         let skills = state.hosted_skills();
-        let mut received = receive(&skills, &caller, request, Destination::NewSkill, zip_spool_limit(&state)).await?;
+        let mut received = receive(&skills, &caller, request, Destination::NewSkill, zip_limits(&state)).await?;
         if let Some(display) = received.field("display_name").or(received.field("display_title")) {
             let display = display.trim().to_string();
             if display.is_empty() || display.contains('\n') || display.chars().count() > MAX_DISPLAY_NAME_CHARS {
@@ -201,15 +203,7 @@ pub async fn list(
                 return Err(ApiError::bad_request(format!("source must be custom or anthropic, not {other:?}")));
             }
         };
-        let after = params.get("page").map(String::as_str);
-        let position = after.and_then(parse_skill_id).map(|(_, created)| created);
-        let (page, more) = page_after(
-            skills,
-            after,
-            limit,
-            |s| s.id.as_str(),
-            |s| position.is_some_and(|created| s.marker.created_at < created),
-        );
+        let (page, more) = skills_page(skills, params.get("page").map(String::as_str), limit, false);
         let beta = beta(&headers);
         let next_page = page.last().filter(|_| more).map(|last| last.id.clone());
         let data = page.iter().map(|skill| skill_object(skill, beta)).collect();
@@ -246,9 +240,7 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> Response {
     let deleted = async {
-        let skills = state.hosted_skills();
-        let skill = skills.find(&caller?, &id, Permission::Write).await?;
-        skills.delete(&skill).await?;
+        state.hosted_skills().delete(&caller?, &id).await?;
         Ok(Json(AnthropicDeleted { kind: "skill_deleted", id }).into_response())
     };
     answer(Dialect::Anthropic, deleted.await)
@@ -271,8 +263,7 @@ pub async fn create_version(
         let caller = caller?;
         let skills = state.hosted_skills();
         let skill = skills.find(&caller, &id, Permission::Write).await?;
-        let received =
-            receive(&skills, &caller, request, Destination::Version(&skill), zip_spool_limit(&state)).await?;
+        let received = receive(&skills, &caller, request, Destination::Version(&skill), zip_limits(&state)).await?;
         let (skill, version) = skills.finish(&caller, received.upload, Becomes::Current).await?;
         Ok(Json(version_object(&skills, &skill, &version, beta(&headers)).await?).into_response())
     };
@@ -296,14 +287,7 @@ pub async fn list_versions(
         let limit = limit(&params, 20, 1000)?;
         let skills = state.hosted_skills();
         let skill = skills.find(&caller?, &id, Permission::Read).await?;
-        let after = params.get("page").map(String::as_str);
-        let (page, more) = page_after(
-            skill.versions(),
-            after,
-            limit,
-            |v| v.id.as_str(),
-            |v| after.is_some_and(|after| v.id.as_str() < after),
-        );
+        let (page, more) = versions_page(&skill, params.get("page").map(String::as_str), limit, false);
         let beta = beta(&headers);
         let next_page = page.last().filter(|_| more).map(|last| last.id.clone());
         let mut data = Vec::with_capacity(page.len());
@@ -331,7 +315,7 @@ pub async fn retrieve_version(
         let skills = state.hosted_skills();
         let skill = skills.find(&caller?, &id, Permission::Read).await?;
         let version = skill.version(&version_ref(&version))?;
-        Ok(Json(version_object(&skills, &skill, &version, beta(&headers)).await?).into_response())
+        Ok(Json(version_object(&skills, &skill, version, beta(&headers)).await?).into_response())
     };
     answer(Dialect::Anthropic, found.await)
 }
@@ -349,10 +333,7 @@ pub async fn delete_version(
     Path((id, named)): Path<(String, String)>,
 ) -> Response {
     let deleted = async {
-        let skills = state.hosted_skills();
-        let skill = skills.find(&caller?, &id, Permission::Write).await?;
-        let version = skill.version(&version_ref(&named))?;
-        skills.drop_version(&skill, &version).await?;
+        state.hosted_skills().drop_version(&caller?, &id, &version_ref(&named)).await?;
         Ok(Json(AnthropicDeleted { kind: "skill_version_deleted", id: named }).into_response())
     };
     answer(Dialect::Anthropic, deleted.await)
@@ -370,10 +351,8 @@ pub async fn version_content(
     Path((id, version)): Path<(String, String)>,
 ) -> Response {
     let archived = async {
-        let skills = state.hosted_skills();
-        let skill = skills.find(&caller?, &id, Permission::Read).await?;
-        let version = skill.version(&version_ref(&version))?;
-        Ok(zip_answer(skill.name(), skills.archive(&skill, &version).await?))
+        let (name, body) = state.hosted_skills().archive(&caller?, &id, Some(&version_ref(&version))).await?;
+        Ok(zip_answer(&name, body))
     };
     answer(Dialect::Anthropic, archived.await)
 }

@@ -16,7 +16,8 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::{ApiError, Dialect};
 use super::state::AppState;
-use crate::hosted_skills::{SKILLS_GROUP, SkillVersion, VersionRef};
+use crate::hosted_skills::{SKILLS_GROUP, Skill, SkillVersion, VersionRef, parse_skill_id};
+use upload::ZipLimits;
 
 /// Query parameters (unknown ones are ignored, as the hosted APIs do).
 type Params = HashMap<String, String>;
@@ -59,6 +60,48 @@ fn page_after<T>(
     (items.into_iter().skip(start).take(limit).collect(), more)
 }
 
+/// A page of the caller's `skills` (newest first, or oldest first when
+/// `ascending`) after the skill `after` — also when that skill is gone
+/// since: its id holds its creation time.
+fn skills_page(mut skills: Vec<Skill>, after: Option<&str>, limit: usize, ascending: bool) -> (Vec<Skill>, bool) {
+    if ascending {
+        skills.reverse();
+    }
+    let created = after.and_then(parse_skill_id).map(|(_, created)| created);
+    page_after(
+        skills,
+        after,
+        limit,
+        |s| s.id.as_str(),
+        |s| match created {
+            Some(created) if ascending => s.marker.created_at > created,
+            Some(created) => s.marker.created_at < created,
+            None => false,
+        },
+    )
+}
+
+/// A page of `skill`'s versions (newest first, or oldest first when
+/// `ascending`) after the version `after`; one gone since resumes by its id,
+/// which sorts by commit time.
+fn versions_page(skill: &Skill, after: Option<&str>, limit: usize, ascending: bool) -> (Vec<SkillVersion>, bool) {
+    let mut versions = skill.versions().to_vec();
+    if ascending {
+        versions.reverse();
+    }
+    page_after(
+        versions,
+        after,
+        limit,
+        |v| v.id.as_str(),
+        |v| match after {
+            Some(after) if ascending => v.id.as_str() > after,
+            Some(after) => v.id.as_str() < after,
+            None => false,
+        },
+    )
+}
+
 /// A version as a path segment names it: `latest`, `skillver_…`, a
 /// 16-digit epoch (Anthropic's beta) or a number (OpenAI).
 fn version_ref(raw: &str) -> VersionRef {
@@ -86,12 +129,13 @@ fn zip_answer(
     (StatusCode::OK, headers, Body::from_stream(body)).into_response()
 }
 
-/// The most a zip upload may be: the skill type's total size, plus room
-/// for the archive's own headers.
-fn zip_spool_limit(state: &AppState) -> u64 {
-    let total =
-        state.handlers().get(SKILLS_GROUP).map(|handler| state.folders().limits(&handler).max_total_bytes).unwrap_or(0);
-    total.saturating_add(16 << 20)
+/// What a zip upload may be: the skill type's total size plus room for
+/// the archive's own headers, and four entries per file the type allows
+/// plus a thousand (folders, `__MACOSX/` forks).
+fn zip_limits(state: &AppState) -> ZipLimits {
+    let limits = state.handlers().get(SKILLS_GROUP).map(|handler| state.folders().limits(&handler));
+    let (total, files) = limits.map_or((0, 0), |limits| (limits.max_total_bytes, u64::from(limits.max_files)));
+    ZipLimits { bytes: total.saturating_add(16 << 20), entries: files.saturating_mul(4).saturating_add(1000) }
 }
 
 /// `name` and `description` of a version, as its SKILL.md says.

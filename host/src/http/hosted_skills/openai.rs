@@ -9,11 +9,11 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::upload::{Destination, receive};
-use super::{Params, answer, described, limit, page_after, version_ref, zip_answer, zip_spool_limit};
+use super::{Params, answer, described, limit, skills_page, version_ref, versions_page, zip_answer, zip_limits};
 use crate::access::Permission;
 use crate::auth::Caller;
 use crate::folders::Becomes;
-use crate::hosted_skills::{HostedSkills, Skill, SkillVersion, VersionRef, parse_skill_id};
+use crate::hosted_skills::{HostedSkills, Skill, SkillVersion, SkillsError, VersionRef};
 use crate::http::error::{ApiError, Dialect};
 use crate::http::state::AppState;
 
@@ -121,13 +121,13 @@ fn ends<T>(data: &[T], id_of: impl Fn(&T) -> String) -> (Option<String>, Option<
     (data.first().map(&id_of), data.last().map(&id_of))
 }
 
-/// A version as OpenAI names it: its number (or `latest`, or its id).
-fn named_version(skill: &Skill, raw: &str) -> Result<SkillVersion, ApiError> {
-    let reference = match version_ref(raw) {
+/// A version as OpenAI names it: its number (or `latest`, or its id; no
+/// epoch versions, which are Anthropic's beta).
+fn version_named(raw: &str) -> VersionRef {
+    match version_ref(raw) {
         VersionRef::Epoch(_) => VersionRef::Id(raw.to_string()),
         reference => reference,
-    };
-    Ok(skill.version(&reference)?)
+    }
 }
 
 /// `POST /openai/v1/skills`: a new skill from `files[]` parts under one
@@ -140,7 +140,7 @@ pub async fn create(State(state): State<AppState>, caller: Result<Caller, ApiErr
     let created = async {
         let caller = caller?;
         let skills = state.hosted_skills();
-        let received = receive(&skills, &caller, request, Destination::NewSkill, zip_spool_limit(&state)).await?;
+        let received = receive(&skills, &caller, request, Destination::NewSkill, zip_limits(&state)).await?;
         let (skill, _) = skills.finish(&caller, received.upload, Becomes::Current).await?;
         Ok(Json(skill_object(&skill)).into_response())
     };
@@ -162,23 +162,8 @@ pub async fn list(
         let caller = caller?;
         let limit = limit(&params, 20, 100)?;
         let ascending = ascending(&params)?;
-        let mut skills = state.hosted_skills().list(&caller).await?;
-        if ascending {
-            skills.reverse();
-        }
-        let after = params.get("after").map(String::as_str);
-        let position = after.and_then(parse_skill_id).map(|(_, created)| created);
-        let (page, more) = page_after(
-            skills,
-            after,
-            limit,
-            |s| s.id.as_str(),
-            |s| match position {
-                Some(created) if ascending => s.marker.created_at > created,
-                Some(created) => s.marker.created_at < created,
-                None => false,
-            },
-        );
+        let skills = state.hosted_skills().list(&caller).await?;
+        let (page, more) = skills_page(skills, params.get("after").map(String::as_str), limit, ascending);
         let data: Vec<OpenAiSkill> = page.iter().map(skill_object).collect();
         let (first_id, last_id) = ends(&data, |s: &OpenAiSkill| s.id.clone());
         Ok(Json(OpenAiSkillList { object: "list", data, first_id, last_id, has_more: more }).into_response())
@@ -219,15 +204,15 @@ pub async fn update(
         let update: OpenAiSkillUpdate = serde_json::from_slice(&body).map_err(|error| {
             ApiError::bad_request(format!("Expected a JSON body {{\"default_version\": \"<number>\"}}: {error}"))
         })?;
-        let skills = state.hosted_skills();
-        let skill = skills.find(&caller, &id, Permission::Write).await?;
-        let version = named_version(&skill, &update.default_version).map_err(|_| {
-            ApiError::bad_request(format!(
-                "default_version {:?} is not a version of this skill",
-                update.default_version
-            ))
-        })?;
-        let skill = skills.make_current(&skill, &version).await?;
+        let skill =
+            match state.hosted_skills().make_current(&caller, &id, &version_named(&update.default_version)).await {
+                Err(SkillsError::VersionNotFound(named)) => {
+                    return Err(ApiError::bad_request(format!(
+                        "default_version {named:?} is not a version of this skill"
+                    )));
+                }
+                skill => skill?,
+            };
         Ok(Json(skill_object(&skill)).into_response())
     };
     answer(Dialect::OpenAi, updated.await)
@@ -244,9 +229,7 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> Response {
     let deleted = async {
-        let skills = state.hosted_skills();
-        let skill = skills.find(&caller?, &id, Permission::Write).await?;
-        skills.delete(&skill).await?;
+        state.hosted_skills().delete(&caller?, &id).await?;
         Ok(Json(OpenAiDeleted { id, object: "skill.deleted", deleted: true, version: None }).into_response())
     };
     answer(Dialect::OpenAi, deleted.await)
@@ -262,9 +245,8 @@ pub async fn content(
     Path(id): Path<String>,
 ) -> Response {
     let archived = async {
-        let skills = state.hosted_skills();
-        let skill = skills.find(&caller?, &id, Permission::Read).await?;
-        Ok(zip_answer(skill.name(), skills.archive(&skill, &skill.current()).await?))
+        let (name, body) = state.hosted_skills().archive(&caller?, &id, None).await?;
+        Ok(zip_answer(&name, body))
     };
     answer(Dialect::OpenAi, archived.await)
 }
@@ -285,8 +267,7 @@ pub async fn create_version(
         let caller = caller?;
         let skills = state.hosted_skills();
         let skill = skills.find(&caller, &id, Permission::Write).await?;
-        let received =
-            receive(&skills, &caller, request, Destination::Version(&skill), zip_spool_limit(&state)).await?;
+        let received = receive(&skills, &caller, request, Destination::Version(&skill), zip_limits(&state)).await?;
         let becomes = match received.field("default") {
             None | Some("false") => Becomes::Retained,
             Some("true") => Becomes::Current,
@@ -317,22 +298,7 @@ pub async fn list_versions(
         let ascending = ascending(&params)?;
         let skills = state.hosted_skills();
         let skill = skills.find(&caller?, &id, Permission::Read).await?;
-        let mut versions = skill.versions();
-        if ascending {
-            versions.reverse();
-        }
-        let after = params.get("after").map(String::as_str);
-        let (page, more) = page_after(
-            versions,
-            after,
-            limit,
-            |v| v.id.as_str(),
-            |v| match after {
-                Some(after) if ascending => v.id.as_str() > after,
-                Some(after) => v.id.as_str() < after,
-                None => false,
-            },
-        );
+        let (page, more) = versions_page(&skill, params.get("after").map(String::as_str), limit, ascending);
         let mut data = Vec::with_capacity(page.len());
         for version in &page {
             data.push(version_object(&skills, &skill, version).await?);
@@ -356,8 +322,8 @@ pub async fn retrieve_version(
     let found = async {
         let skills = state.hosted_skills();
         let skill = skills.find(&caller?, &id, Permission::Read).await?;
-        let version = named_version(&skill, &version)?;
-        Ok(Json(version_object(&skills, &skill, &version).await?).into_response())
+        let version = skill.version(&version_named(&version))?;
+        Ok(Json(version_object(&skills, &skill, version).await?).into_response())
     };
     answer(Dialect::OpenAi, found.await)
 }
@@ -375,10 +341,7 @@ pub async fn delete_version(
     Path((id, named)): Path<(String, String)>,
 ) -> Response {
     let deleted = async {
-        let skills = state.hosted_skills();
-        let skill = skills.find(&caller?, &id, Permission::Write).await?;
-        let version = named_version(&skill, &named)?;
-        skills.drop_version(&skill, &version).await?;
+        let version = state.hosted_skills().drop_version(&caller?, &id, &version_named(&named)).await?;
         let number = version.number().to_string();
         Ok(Json(OpenAiDeleted {
             id: version.id,
@@ -402,10 +365,8 @@ pub async fn version_content(
     Path((id, version)): Path<(String, String)>,
 ) -> Response {
     let archived = async {
-        let skills = state.hosted_skills();
-        let skill = skills.find(&caller?, &id, Permission::Read).await?;
-        let version = named_version(&skill, &version)?;
-        Ok(zip_answer(skill.name(), skills.archive(&skill, &version).await?))
+        let (name, body) = state.hosted_skills().archive(&caller?, &id, Some(&version_named(&version))).await?;
+        Ok(zip_answer(&name, body))
     };
     answer(Dialect::OpenAi, archived.await)
 }

@@ -5,7 +5,7 @@
 //! they arrive; a zip is spooled to a temporary file (bounded by the type's
 //! total size) and read entry by entry on a blocking thread.
 
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -18,6 +18,8 @@ use crate::hosted_skills::{HostedSkills, Skill, Upload};
 
 /// A text field is at most this long (`display_name` is ≤ 255 characters).
 const MAX_FIELD_BYTES: usize = 4096;
+/// Text fields one upload may carry (the SDKs send at most two).
+const MAX_FIELDS: usize = 16;
 /// Bytes one zip entry is read in, and chunks in flight to the staging.
 const ZIP_CHUNK: usize = 64 << 10;
 const ZIP_CHUNKS_IN_FLIGHT: usize = 4;
@@ -42,58 +44,84 @@ impl Received {
     }
 }
 
+/// What a zip upload may be: the bytes spooled, and the entries its
+/// central directory may declare (read into memory whole by the zip
+/// reader, so bounded before it runs).
+#[derive(Debug, Clone, Copy)]
+pub struct ZipLimits {
+    pub bytes: u64,
+    pub entries: u64,
+}
+
 /// Reads the multipart `request` into a staged upload.
 pub async fn receive(
     skills: &HostedSkills<'_>,
     caller: &Caller,
     request: axum::extract::Request,
     destination: Destination<'_>,
-    zip_spool_limit: u64,
+    zip_limits: ZipLimits,
 ) -> Result<Received, ApiError> {
     let mut multipart = Multipart::new(
         request,
         "Expected a multipart/form-data body: files[] parts with paths under one top-level folder, or one zip",
     )?;
     let mut fields = Vec::new();
-    let mut receiving: Option<(String, Upload)> = None;
+    let mut receiver = Receiver { skills, caller, destination: &destination, started: None };
+    let mut zipped = false;
     while let Some(mut part) = multipart.next_part().await? {
         let Some(file_name) = part.file_name().map(unescape_filename) else {
+            if fields.len() == MAX_FIELDS {
+                return Err(ApiError::bad_request(format!("An upload has at most {MAX_FIELDS} form fields")));
+            }
             let name = part.name().unwrap_or_default().to_string();
             fields.push((name, read_field(&mut part).await?));
             continue;
         };
+        if zipped || (is_zip(&part, &file_name) && receiver.started.is_some()) {
+            return Err(ApiError::bad_request("A zip upload is one part: send either files[] parts or one zip"));
+        }
         if is_zip(&part, &file_name) {
-            if receiving.is_some() {
-                return Err(ApiError::bad_request("A zip upload is one part: send either files[] parts or one zip"));
-            }
-            let spooled = spool(&mut part, zip_spool_limit).await?;
-            let upload = from_zip(skills, caller, &destination, spooled).await?;
-            receiving = Some((String::new(), upload));
+            let spooled = spool(&mut part, zip_limits.bytes).await?;
+            from_zip(&mut receiver, spooled, zip_limits.entries).await?;
+            zipped = true;
             continue;
         }
-        let (top, path) = split_path(&file_name)?;
-        let upload = match &mut receiving {
-            Some((name, upload)) if !name.is_empty() => {
-                if top != name {
-                    return Err(two_folders(name, top));
-                }
-                upload
-            }
-            Some(_) => {
-                return Err(ApiError::bad_request("A zip upload is one part: send either files[] parts or one zip"));
-            }
-            None => {
-                let upload = start(skills, caller, &destination, top).await?;
-                &mut receiving.insert((top.to_string(), upload)).1
-            }
-        };
+        let (upload, path) = receiver.file(&file_name).await?;
         upload.staging.add_file(path, &mut part).await.map_err(|error| part.error_or(error))?;
     }
-    match receiving {
+    match receiver.started {
         Some((_, upload)) => Ok(Received { upload, fields }),
+        None if zipped => Err(ApiError::bad_request("The zip holds no files: it must hold the skill's folder")),
         None => Err(ApiError::bad_request(
             "The upload has no files: send the skill's folder as files[] parts (paths like my-skill/SKILL.md) or one zip",
         )),
+    }
+}
+
+/// The upload as its files arrive: started by the first file, whose top
+/// folder every later one must share.
+struct Receiver<'r, 's> {
+    skills: &'r HostedSkills<'s>,
+    caller: &'r Caller,
+    destination: &'r Destination<'r>,
+    started: Option<(String, Upload)>,
+}
+
+impl Receiver<'_, '_> {
+    /// Where the file `name` (`<top>/<path>`) goes, and its path in the skill.
+    async fn file<'n>(&mut self, name: &'n str) -> Result<(&mut Upload, &'n str), ApiError> {
+        let (top, path) = split_path(name)?;
+        let (first, upload) = match &mut self.started {
+            Some(started) => started,
+            started @ None => {
+                let upload = start(self.skills, self.caller, self.destination, top).await?;
+                started.insert((top.to_string(), upload))
+            }
+        };
+        if first != top {
+            return Err(two_folders(first, top));
+        }
+        Ok((upload, path))
     }
 }
 
@@ -202,15 +230,9 @@ enum Entry {
 /// thread and handed over chunk by chunk (at most [`ZIP_CHUNKS_IN_FLIGHT`]
 /// of [`ZIP_CHUNK`] bytes), so memory stays bounded whatever the archive
 /// holds; the staging's limits stop a zip bomb as its bytes arrive.
-async fn from_zip(
-    skills: &HostedSkills<'_>,
-    caller: &Caller,
-    destination: &Destination<'_>,
-    file: std::fs::File,
-) -> Result<Upload, ApiError> {
+async fn from_zip(receiver: &mut Receiver<'_, '_>, file: std::fs::File, max_entries: u64) -> Result<(), ApiError> {
     let (sender, mut entries) = mpsc::channel(ZIP_CHUNKS_IN_FLIGHT);
-    let reader = tokio::task::spawn_blocking(move || read_zip(file, &sender));
-    let mut receiving: Option<(String, Upload)> = None;
+    let reader = tokio::task::spawn_blocking(move || read_zip(file, max_entries, &sender));
     let mut next = entries.recv().await;
     while let Some(entry) = next.take() {
         let name = match entry {
@@ -218,19 +240,7 @@ async fn from_zip(
             Entry::Refused(message) => return Err(ApiError::bad_request(message)),
             Entry::Chunk(_) => unreachable!("chunks follow their file"),
         };
-        let (top, path) = split_path(&name)?;
-        let upload = match &mut receiving {
-            Some((first, upload)) => {
-                if top != first {
-                    return Err(two_folders(first, top));
-                }
-                upload
-            }
-            None => {
-                let upload = start(skills, caller, destination, top).await?;
-                &mut receiving.insert((top.to_string(), upload)).1
-            }
-        };
+        let (upload, path) = receiver.file(&name).await?;
         // The file's bytes: chunks until the next file (kept for the loop).
         let body = futures_util::stream::unfold((&mut entries, &mut next), |(entries, next)| async move {
             match entries.recv().await {
@@ -248,18 +258,23 @@ async fn from_zip(
     }
     drop(entries);
     let _ = reader.await;
-    receiving
-        .map(|(_, upload)| upload)
-        .ok_or_else(|| ApiError::bad_request("The zip holds no files: it must hold the skill's folder"))
+    Ok(())
 }
 
 /// The blocking side of [`from_zip`]: folder entries and macOS's
 /// `__MACOSX/` resource forks are skipped; a send that fails means the
 /// upload was refused, so reading stops.
-fn read_zip(file: std::fs::File, sender: &mpsc::Sender<Entry>) {
+fn read_zip(mut file: std::fs::File, max_entries: u64, sender: &mpsc::Sender<Entry>) {
     let refuse = |message: String| {
         let _ = sender.blocking_send(Entry::Refused(message));
     };
+    match declared_entries(&mut file) {
+        Ok(Some(entries)) if entries > max_entries => {
+            return refuse(format!("The zip has {entries} entries; a skill's zip may have at most {max_entries}"));
+        }
+        Ok(_) => {}
+        Err(error) => return refuse(format!("The upload is not a readable zip: {error}")),
+    }
     let mut archive = match zip::ZipArchive::new(file) {
         Ok(archive) => archive,
         Err(error) => return refuse(format!("The upload is not a readable zip: {error}")),
@@ -294,6 +309,40 @@ fn read_zip(file: std::fs::File, sender: &mpsc::Sender<Entry>) {
     }
 }
 
+/// The number of entries a zip's end-of-central-directory record declares
+/// (the zip64 record's when the classic one says 0xFFFF); `None` when
+/// there is no such record (the zip reader then refuses the file). Read
+/// before the zip reader, which holds the whole central directory in memory.
+fn declared_entries(file: &mut std::fs::File) -> std::io::Result<Option<u64>> {
+    const EOCD: &[u8] = b"PK\x05\x06";
+    const ZIP64_LOCATOR: &[u8] = b"PK\x06\x07";
+    const ZIP64_EOCD: &[u8] = b"PK\x06\x06";
+    let length = file.metadata()?.len();
+    // The record (22 bytes) ends the file, after a comment of at most 64 KiB.
+    let tail_length = length.min(22 + 0xFFFF + 20);
+    file.seek(SeekFrom::Start(length - tail_length))?;
+    let mut tail = vec![0; tail_length as usize];
+    file.read_exact(&mut tail)?;
+    let Some(at) = tail.windows(4).rposition(|window| window == EOCD).filter(|at| at + 22 <= tail.len()) else {
+        return Ok(None);
+    };
+    let entries = u16::from_le_bytes([tail[at + 10], tail[at + 11]]);
+    if entries != 0xFFFF {
+        return Ok(Some(u64::from(entries)));
+    }
+    if at < 20 || &tail[at - 20..at - 16] != ZIP64_LOCATOR {
+        return Ok(None);
+    }
+    let offset = u64::from_le_bytes(tail[at - 12..at - 4].try_into().expect("eight bytes"));
+    let mut record = [0; 40];
+    file.seek(SeekFrom::Start(offset))?;
+    file.read_exact(&mut record)?;
+    if &record[..4] != ZIP64_EOCD {
+        return Ok(None);
+    }
+    Ok(Some(u64::from_le_bytes(record[32..40].try_into().expect("eight bytes"))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,6 +356,40 @@ mod tests {
             assert_eq!(error.status, axum::http::StatusCode::BAD_REQUEST, "{bad}");
         }
         assert!(split_path("a\\SKILL.md").unwrap_err().message.contains("invalid characters"));
+    }
+
+    fn zip_of(entries: usize) -> std::fs::File {
+        let mut file = tempfile::tempfile().unwrap();
+        let mut zip = zip::ZipWriter::new(&mut file);
+        for n in 0..entries {
+            zip.start_file(format!("s/{n}.md"), zip::write::SimpleFileOptions::default()).unwrap();
+            zip.write_all(b"x").unwrap();
+        }
+        zip.set_comment("a comment after the directory").unwrap();
+        zip.finish().unwrap();
+        file.rewind().unwrap();
+        file
+    }
+
+    #[test]
+    fn the_declared_entries_are_read_before_the_central_directory() {
+        assert_eq!(declared_entries(&mut zip_of(7)).unwrap(), Some(7));
+        let mut junk = tempfile::tempfile().unwrap();
+        junk.write_all(&[7; 100]).unwrap();
+        assert_eq!(declared_entries(&mut junk).unwrap(), None);
+    }
+
+    #[test]
+    fn a_zip_declaring_more_entries_than_allowed_is_refused_before_it_is_read() {
+        let (sender, mut received) = mpsc::channel(4);
+        std::thread::spawn(move || read_zip(zip_of(6), 5, &sender)).join().unwrap();
+        match received.blocking_recv() {
+            Some(Entry::Refused(message)) => assert!(message.contains("6 entries") && message.contains("at most 5")),
+            _ => panic!("the zip was read"),
+        }
+        let (sender, mut received) = mpsc::channel(64);
+        std::thread::spawn(move || read_zip(zip_of(5), 5, &sender)).join().unwrap();
+        assert!(matches!(received.blocking_recv(), Some(Entry::File(name)) if name == "s/0.md"));
     }
 
     #[test]
