@@ -29,7 +29,8 @@ use crate::resource_url::{Intent, ResourceUrl};
 /// The group API skills live in.
 pub const SKILLS_GROUP: &str = "skills";
 const SKILL_ID_PREFIX: &str = "skill_";
-const VERSION_ID_PREFIX: &str = "skillver_";
+/// What every version id starts with.
+pub const VERSION_ID_PREFIX: &str = "skillver_";
 /// A list reads at most this many skills of one caller (each list is one
 /// recursive listing of the caller's bucket, sorted by creation time).
 pub const MAX_LISTED_SKILLS: usize = 10_000;

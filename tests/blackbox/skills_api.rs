@@ -442,3 +442,28 @@ async fn uploads_are_bounded_in_fields_and_zip_entries_before_they_cost_memory()
         assert_eq!(f.dial_status(&f.bucket, name, &KEY).await, 404);
     }
 }
+
+/// A list's cursor is the id a page ended with, also of a skill or version
+/// deleted since; anything else is a 400 naming it, not an empty page.
+#[tokio::test]
+async fn a_cursor_that_names_no_skill_or_version_is_refused() {
+    let f = Fixture::start(None).await;
+    for path in ["/openai/v1/skills?after=garbage", "/anthropic/v1/skills?page=garbage"] {
+        let reply = f.get(path, &KEY).await;
+        assert_eq!(reply.status, 400, "{path}: {}", reply.body);
+        assert!(reply.body.contains("\\\"garbage\\\" is no page of this list"), "{path}: {}", reply.body);
+    }
+    let files = [("cursor/SKILL.md", skill_md("cursor", "Cursors."))];
+    let (content_type, body) = multipart(&[], &files.map(|(name, content)| ("files[]", name, content)));
+    let headers = [KEY[0], ("Content-Type", content_type.as_str())];
+    let created = f.client.send_raw("POST", "/openai/v1/skills", &headers, vec![body.into()]).await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    let id = text(&created.json()["id"]).to_string();
+    let reply = f.get(&format!("/openai/v1/skills/{id}/versions?after=3"), &KEY).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    // A deleted skill's id still pages: what comes after it.
+    let gone = format!("{}_1", id.rsplit_once('_').unwrap().0);
+    let reply = f.get(&format!("/openai/v1/skills?after={gone}"), &KEY).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.json()["data"], json!([]), "nothing was made before 1970");
+}

@@ -203,7 +203,7 @@ pub async fn list(
                 return Err(ApiError::bad_request(format!("source must be custom or anthropic, not {other:?}")));
             }
         };
-        let (page, more) = skills_page(skills, params.get("page").map(String::as_str), limit, false);
+        let (page, more) = skills_page(skills, params.get("page").map(String::as_str), limit, false)?;
         let beta = beta(&headers);
         let next_page = page.last().filter(|_| more).map(|last| last.id.clone());
         let data = page.iter().map(|skill| skill_object(skill, beta)).collect();
@@ -287,7 +287,7 @@ pub async fn list_versions(
         let limit = limit(&params, 20, 1000)?;
         let skills = state.hosted_skills();
         let skill = skills.find(&caller?, &id, Permission::Read).await?;
-        let (page, more) = versions_page(&skill, params.get("page").map(String::as_str), limit, false);
+        let (page, more) = versions_page(&skill, params.get("page").map(String::as_str), limit, false)?;
         let beta = beta(&headers);
         let next_page = page.last().filter(|_| more).map(|last| last.id.clone());
         let mut data = Vec::with_capacity(page.len());

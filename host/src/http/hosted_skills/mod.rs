@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::{ApiError, Dialect};
 use super::state::AppState;
-use crate::hosted_skills::{SKILLS_GROUP, Skill, SkillVersion, VersionRef, parse_skill_id};
+use crate::hosted_skills::{SKILLS_GROUP, Skill, SkillVersion, VERSION_ID_PREFIX, VersionRef, parse_skill_id};
 use upload::ZipLimits;
 
 /// Query parameters (unknown ones are ignored, as the hosted APIs do).
@@ -62,13 +62,19 @@ fn page_after<T>(
 
 /// A page of the caller's `skills` (newest first, or oldest first when
 /// `ascending`) after the skill `after` — also when that skill is gone
-/// since: its id holds its creation time.
-fn skills_page(mut skills: Vec<Skill>, after: Option<&str>, limit: usize, ascending: bool) -> (Vec<Skill>, bool) {
+/// since: its id holds its creation time. Anything but a skill id is 400.
+fn skills_page(
+    mut skills: Vec<Skill>,
+    after: Option<&str>,
+    limit: usize,
+    ascending: bool,
+) -> Result<(Vec<Skill>, bool), ApiError> {
+    let created = after.map(|after| parse_skill_id(after).map(|(_, created)| created).ok_or_else(|| bad_cursor(after)));
+    let created = created.transpose()?;
     if ascending {
         skills.reverse();
     }
-    let created = after.and_then(parse_skill_id).map(|(_, created)| created);
-    page_after(
+    Ok(page_after(
         skills,
         after,
         limit,
@@ -78,18 +84,26 @@ fn skills_page(mut skills: Vec<Skill>, after: Option<&str>, limit: usize, ascend
             Some(created) => s.marker.created_at < created,
             None => false,
         },
-    )
+    ))
 }
 
 /// A page of `skill`'s versions (newest first, or oldest first when
 /// `ascending`) after the version `after`; one gone since resumes by its id,
-/// which sorts by commit time.
-fn versions_page(skill: &Skill, after: Option<&str>, limit: usize, ascending: bool) -> (Vec<SkillVersion>, bool) {
+/// which sorts by commit time. Anything but a version id is 400.
+fn versions_page(
+    skill: &Skill,
+    after: Option<&str>,
+    limit: usize,
+    ascending: bool,
+) -> Result<(Vec<SkillVersion>, bool), ApiError> {
+    if let Some(after) = after.filter(|after| !after.starts_with(VERSION_ID_PREFIX)) {
+        return Err(bad_cursor(after));
+    }
     let mut versions = skill.versions().to_vec();
     if ascending {
         versions.reverse();
     }
-    page_after(
+    Ok(page_after(
         versions,
         after,
         limit,
@@ -99,7 +113,11 @@ fn versions_page(skill: &Skill, after: Option<&str>, limit: usize, ascending: bo
             Some(after) => v.id.as_str() < after,
             None => false,
         },
-    )
+    ))
+}
+
+fn bad_cursor(cursor: &str) -> ApiError {
+    ApiError::bad_request(format!("{cursor:?} is no page of this list: pass the id the page before ended with"))
 }
 
 /// A version as a path segment names it: `latest`, `skillver_…`, a

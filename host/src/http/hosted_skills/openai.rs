@@ -163,7 +163,7 @@ pub async fn list(
         let limit = limit(&params, 20, 100)?;
         let ascending = ascending(&params)?;
         let skills = state.hosted_skills().list(&caller).await?;
-        let (page, more) = skills_page(skills, params.get("after").map(String::as_str), limit, ascending);
+        let (page, more) = skills_page(skills, params.get("after").map(String::as_str), limit, ascending)?;
         let data: Vec<OpenAiSkill> = page.iter().map(skill_object).collect();
         let (first_id, last_id) = ends(&data, |s: &OpenAiSkill| s.id.clone());
         Ok(Json(OpenAiSkillList { object: "list", data, first_id, last_id, has_more: more }).into_response())
@@ -298,7 +298,7 @@ pub async fn list_versions(
         let ascending = ascending(&params)?;
         let skills = state.hosted_skills();
         let skill = skills.find(&caller?, &id, Permission::Read).await?;
-        let (page, more) = versions_page(&skill, params.get("after").map(String::as_str), limit, ascending);
+        let (page, more) = versions_page(&skill, params.get("after").map(String::as_str), limit, ascending)?;
         let mut data = Vec::with_capacity(page.len());
         for version in &page {
             data.push(version_object(&skills, &skill, version).await?);
