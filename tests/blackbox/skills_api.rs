@@ -467,3 +467,28 @@ async fn a_cursor_that_names_no_skill_or_version_is_refused() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.json()["data"], json!([]), "nothing was made before 1970");
 }
+
+/// Anthropic's `display_name` is the resource's, not its path's: a DIAL move
+/// takes it along (the skill gets a new id, as documented).
+#[tokio::test]
+async fn a_moved_skill_keeps_its_display_name() {
+    let f = Fixture::start(None).await;
+    let files = [("files[]", "labelled/SKILL.md", skill_md("labelled", "Labelled."))];
+    let (content_type, body) = multipart(&[("display_name", "A Label")], &files);
+    let headers = [KEY[0], ("Content-Type", content_type.as_str())];
+    let created = f.client.send_raw("POST", "/anthropic/v1/skills", &headers, vec![body.into()]).await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    assert_eq!(created.json()["display_name"], "A Label");
+    let bucket = &f.bucket;
+    let request = json!({"sourceUrl": format!("skills/{bucket}/labelled"), "destinationUrl": format!("skills/{bucket}/team/labelled")});
+    let moved = f
+        .client
+        .post("/v1/ops/resource/move", &[KEY[0], ("Content-Type", "application/json")], &request.to_string())
+        .await;
+    assert_eq!(moved.status, 200, "{}", moved.body);
+    let listed = f.get("/anthropic/v1/skills", &KEY).await.json();
+    let data = listed["data"].as_array().unwrap();
+    assert_eq!(data.len(), 1, "{listed}");
+    assert_eq!(data[0]["display_name"], "A Label");
+    assert_ne!(data[0]["id"], created.json()["id"], "a move gives a new id");
+}

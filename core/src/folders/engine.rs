@@ -501,6 +501,8 @@ impl FolderEngine {
         conditions: &Preconditions,
     ) -> Result<Committed, FolderError> {
         let mut staging = self.stage(target, handler, conditions).await?;
+        // The label goes with the files (a move keeps it).
+        staging.display_name = marker.display_name.clone();
         // A version stays readable for the grace period after it stops being
         // referenced, even if the source changes meanwhile, so these copies
         // are consistent.
