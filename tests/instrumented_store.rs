@@ -25,6 +25,9 @@ pub struct InstrumentedStore {
     inner: Arc<dyn ObjectStore>,
     reads: AtomicUsize,
     listings: AtomicUsize,
+    /// Objects the flat listings (`list`, `list_with_offset`) yielded: what a
+    /// caller pulled, not what the store would have had to list.
+    listed_objects: Arc<AtomicUsize>,
     writes: AtomicUsize,
     fail_at: AtomicUsize,
     gate: Mutex<Option<Gate>>,
@@ -59,6 +62,7 @@ impl InstrumentedStore {
             inner,
             reads: AtomicUsize::new(0),
             listings: AtomicUsize::new(0),
+            listed_objects: Arc::new(AtomicUsize::new(0)),
             writes: AtomicUsize::new(0),
             fail_at: AtomicUsize::new(usize::MAX),
             gate: Mutex::new(None),
@@ -101,6 +105,19 @@ impl InstrumentedStore {
     /// (reads, listings) since the last call.
     pub fn take_reads(&self) -> (usize, usize) {
         (self.reads.swap(0, Ordering::SeqCst), self.listings.swap(0, Ordering::SeqCst))
+    }
+
+    /// Objects flat listings yielded since the last call.
+    pub fn take_listed_objects(&self) -> usize {
+        self.listed_objects.swap(0, Ordering::SeqCst)
+    }
+
+    fn counted(
+        &self,
+        listed: BoxStream<'static, object_store::Result<ObjectMeta>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let counter = self.listed_objects.clone();
+        listed.inspect(move |_| _ = counter.fetch_add(1, Ordering::SeqCst)).boxed()
     }
 
     fn write(&self) -> object_store::Result<()> {
@@ -192,7 +209,7 @@ impl ObjectStore for InstrumentedStore {
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         self.listing();
-        self.inner.list(prefix)
+        self.counted(self.inner.list(prefix))
     }
 
     fn list_with_offset(
@@ -201,7 +218,7 @@ impl ObjectStore for InstrumentedStore {
         offset: &Path,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         self.listing();
-        self.inner.list_with_offset(prefix, offset)
+        self.counted(self.inner.list_with_offset(prefix, offset))
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {

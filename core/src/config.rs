@@ -51,14 +51,27 @@ pub struct Config {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ListingsConfig {
-    /// Entries each listing cache keeps (v1 items' metadata by location and
-    /// etag); least recently used go first. 0 keeps none.
+    /// Entries each listing cache keeps (v1 items' metadata, v2 markers, by
+    /// location and etag); least recently used go first. 0 keeps none.
     pub cache_entries: usize,
+    /// MiB each listing cache may hold (estimated from what it keeps: a v2
+    /// marker weighs about twice its JSON); least recently used go first.
+    pub cache_mib: usize,
 }
 
 impl Default for ListingsConfig {
     fn default() -> Self {
-        Self { cache_entries: crate::listing_cache::DEFAULT_LISTING_CACHE_ENTRIES }
+        Self {
+            cache_entries: crate::listing_cache::DEFAULT_LISTING_CACHE_ENTRIES,
+            cache_mib: crate::listing_cache::DEFAULT_LISTING_CACHE_MIB,
+        }
+    }
+}
+
+impl ListingsConfig {
+    /// An empty cache with these bounds.
+    pub fn new_cache<T: Clone>(&self) -> crate::listing_cache::EtagCache<T> {
+        crate::listing_cache::EtagCache::new(self.cache_entries, self.cache_mib.saturating_mul(1 << 20))
     }
 }
 

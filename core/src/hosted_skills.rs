@@ -10,6 +10,8 @@
 //! and made again a new id (the hosted APIs never reuse one). A DIAL move
 //! gives the skill a new id.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -280,7 +282,7 @@ impl<'a> HostedSkills<'a> {
                     && skills.len() < MAX_LISTED_SKILLS
                 {
                     let node = Node::new(url, root.location.clone()).map_err(CatalogError::from)?;
-                    skills.push(Skill::new(node, handler.clone(), *marker));
+                    skills.push(Skill::new(node, handler.clone(), Arc::unwrap_or_clone(marker)));
                 }
             }
             token = page.next_token;

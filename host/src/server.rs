@@ -269,12 +269,21 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
             config.storage_url().starts_with("file://"),
         )
         .with_path_limits(PathLimits::for_url(&config.storage_url()))
-        .with_listing_cache(config.listings.cache_entries),
+        .with_listing_cache(&config.listings),
     );
     let folders = Arc::new(
         FolderEngine::new(store.clone(), locks, events.clone(), config.folders.clone(), config.handlers.types.clone())
-            .with_path_limits(PathLimits::for_url(&config.storage_url())),
+            .with_path_limits(PathLimits::for_url(&config.storage_url()))
+            .with_listings(&config.listings, crate::backends::lists_in_key_order(&config.storage_url())),
     );
+    if let Some(moved) = folders.migrate_layout().await.context("moving the store to the indexed layout")? {
+        tracing::info!(
+            resources = moved.resources,
+            folders = moved.folders,
+            already_moved = moved.already_moved,
+            "the store's v2 markers are in their folders' indexes now (layout 2)"
+        );
+    }
     if config.folders.gc_interval_seconds > 0 {
         spawn_sweeper(&folders, Duration::from_secs(config.folders.gc_interval_seconds));
     }

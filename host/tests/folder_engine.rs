@@ -135,7 +135,7 @@ async fn assert_no_orphans(engine: &FolderEngine, node: &Node) {
     let mut leftovers: Vec<String> = all
         .iter()
         .filter(|p| !expected.contains(p) && Some(*p) != current_manifest.as_ref())
-        .filter(|p| !p.as_ref().ends_with(".dial-folder"))
+        .filter(|p| !p.as_ref().contains("/.dial-folders/"))
         .map(|p| p.to_string())
         .collect();
     leftovers.sort();
@@ -486,7 +486,7 @@ async fn re_create_racing_the_purge(purge_first: bool) {
     engine.delete_resource(&target, &Preconditions::default()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
     // Both marker writes wait at the gate; the first to arrive is let go first.
-    let gate = store.hold_writes_to(".dial-resource");
+    let gate = store.hold_writes_to(target.paths().resource_marker().as_ref());
     let sweep = || {
         let engine = engine.clone();
         tokio::spawn(async move { engine.sweep().await })
@@ -638,7 +638,7 @@ async fn a_re_create_waiting_for_the_purged_markers_delete_creates_it_anew() {
         staging.add_file(path, body(content)).await.unwrap();
     }
     // The sweep's purge (a marker write), then its delete of the marker, wait at the gate.
-    let gate = store.hold_writes_to(".dial-resource");
+    let gate = store.hold_writes_to(target.paths().resource_marker().as_ref());
     let sweep = tokio::spawn({
         let engine = engine.clone();
         async move { engine.sweep().await }
@@ -694,7 +694,7 @@ async fn a_sweep_waiting_to_delete_a_purged_marker_leaves_a_re_create_that_got_i
     }
 
     let new = vec![("SKILL.md", skill_md("back"))];
-    let gate = store.hold_writes_to(".dial-resource");
+    let gate = store.hold_writes_to(target.paths().resource_marker().as_ref());
     let recreate = tokio::spawn({
         let (engine, handler, target, new) = (engine.clone(), handler.clone(), target.clone(), new.clone());
         async move { put_whole(&engine, &handler, &target, &new, &Preconditions::default()).await }
@@ -950,7 +950,7 @@ async fn a_create_whose_bucket_lock_is_lost_mid_commit_does_not_commit() {
     let engine = Arc::new(FolderEngine::new(store.clone(), locks, events, FoldersConfig::default(), BTreeMap::new()));
     let target = node("team/s");
     // Creating team/s writes the team/ folder marker under the bucket lock.
-    let gate = store.hold_writes_to(".dial-folder");
+    let gate = store.hold_writes_to(".dial-folders/team");
     let create = tokio::spawn({
         let (engine, handler, target) = (engine.clone(), handler.clone(), target.clone());
         async move { put_whole(&engine, &handler, &target, &[("SKILL.md", skill_md("x"))], &Preconditions::default()).await }

@@ -165,7 +165,7 @@ async fn a_late_commit_from_a_cut_off_instance_is_fenced_by_the_marker_etag() {
     let first = put_whole(&b, &handler, &target, &skill("first"), &Preconditions::default()).await.unwrap();
 
     // A's commit stops at its marker write, lock held, marker re-read.
-    let gate = a_store.hold_writes_to(".dial-resource");
+    let gate = a_store.hold_writes_to(target.paths().resource_marker().as_ref());
     let late = tokio::spawn({
         let (a, handler, target) = (a.clone(), handler.clone(), target.clone());
         let conditions = Preconditions { if_match: Some(EtagMatch::Tags(vec![first.clone()])), if_none_match: None };

@@ -450,9 +450,10 @@ pub(crate) async fn orphans(store: &dyn ObjectStore) -> Vec<String> {
     let objects = store_listing(store).await;
     let mut current: BTreeSet<String> = BTreeSet::new();
     let mut purged_markers: BTreeSet<String> = BTreeSet::new();
-    // A retained version's manifest (`…/v/<version>/.dial-resource`) is not a marker.
-    let markers = objects.iter().filter(|meta| meta.location.as_ref().ends_with("/.dial-resource"));
-    for meta in markers.filter(|meta| !meta.location.as_ref().contains("/v/")) {
+    // Markers are in their folder's index (`…/.dial-resources/<name>`); a
+    // retained version's manifest (`…/v/<version>/.dial-resource`) is not one.
+    let markers = objects.iter().filter(|meta| meta.location.as_ref().contains("/.dial-resources/"));
+    for meta in markers {
         let path = meta.location.as_ref();
         let bytes = match store.get(&meta.location).await {
             Ok(got) => got.bytes().await.unwrap(),
@@ -461,7 +462,8 @@ pub(crate) async fn orphans(store: &dyn ObjectStore) -> Vec<String> {
             Err(error) => panic!("reading {path}: {error}"),
         };
         let marker: Value = serde_json::from_slice(&bytes).unwrap();
-        let base = path.trim_end_matches(".dial-resource");
+        let (parent, name) = path.rsplit_once("/.dial-resources/").expect("an index entry");
+        let base = format!("{parent}/{name}/");
         let purged = marker.get("purgedAt").is_some_and(|at| !at.is_null());
         if purged {
             // Nothing of a deleted resource outlives the sweep, its marker included.

@@ -91,7 +91,7 @@ impl BlobService {
         let read = match self.read_stored_at(object).await {
             Ok(Some(stored)) => {
                 // Pinned to the listed version by If-Match: keep it under that etag.
-                self.listed.insert(object, stored.meta.clone());
+                self.listed.insert(object, stored.meta.clone(), stored.meta.heap_bytes());
                 Ok(Some(stored))
             }
             // Rewritten since it was listed: read the current version.

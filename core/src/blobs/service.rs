@@ -38,9 +38,10 @@ use tokio::sync::Semaphore;
 
 use super::trailer::ItemMeta;
 use super::{BlobError, BlobTarget};
+use crate::config::ListingsConfig;
 use crate::etag::Preconditions;
 use crate::events::{EventAction, EventBus, ResourceEvent};
-use crate::listing_cache::{DEFAULT_LISTING_CACHE_ENTRIES, EtagCache};
+use crate::listing_cache::EtagCache;
 use crate::locks::LockService;
 use crate::storage::PathLimits;
 
@@ -112,13 +113,13 @@ impl BlobService {
             upload_buffer: UPLOAD_BUFFER_BYTES,
             large_parses: Arc::new(Semaphore::new(cpus)),
             path_limits: PathLimits::default(),
-            listed: EtagCache::new(DEFAULT_LISTING_CACHE_ENTRIES),
+            listed: ListingsConfig::default().new_cache(),
         }
     }
 
     /// Listings keep the metadata of at most `entries` items (0: none).
-    pub fn with_listing_cache(mut self, entries: usize) -> Self {
-        self.listed = EtagCache::new(entries);
+    pub fn with_listing_cache(mut self, bounds: &ListingsConfig) -> Self {
+        self.listed = bounds.new_cache();
         self
     }
 

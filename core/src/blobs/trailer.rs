@@ -42,6 +42,16 @@ pub struct ItemMeta {
     pub author: Option<String>,
 }
 
+impl ItemMeta {
+    /// What one held in memory costs, as a listing cache counts it.
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.etag.len()
+            + self.content_type.len()
+            + self.author.as_ref().map_or(0, String::len)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TrailerError {
     #[error("object of {0} bytes is too short to hold item metadata")]

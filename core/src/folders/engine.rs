@@ -22,7 +22,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
 
 use super::error::FolderError;
 use super::journal::GcJournal;
-use super::listing::{self, Listing};
+use super::listing::{self, Listing, MarkerCache};
 use super::marker::{
     FileRecord, FolderMarker, MarkerState, RESOURCE_MARKER, ResourceMarker, SCHEMA_VERSION, VersionRecord,
     aggregate_etag,
@@ -34,12 +34,12 @@ use super::staging::{Deadline, Staging};
 use super::sweep::{SweepReport, Sweeper};
 use super::validate;
 use crate::clock::{new_id, now_ms};
-use crate::config::{FoldersConfig, TypeSettings};
+use crate::config::{FoldersConfig, ListingsConfig, TypeSettings};
 use crate::etag::Preconditions;
 use crate::events::{EventAction, EventBus, ResourceEvent};
 use crate::handlers::{Handler, Problem};
 use crate::locks::{LockGuard, LockService};
-use crate::resource_url::{ResourceUrl, Shows};
+use crate::resource_url::ResourceUrl;
 use crate::storage::PathLimits;
 
 /// Server-side copies one new version makes at once.
@@ -73,6 +73,11 @@ pub struct FolderEngine {
     config: FoldersConfig,
     type_settings: BTreeMap<String, TypeSettings>,
     pub(super) path_limits: PathLimits,
+    /// Markers listings read, by location and etag.
+    pub(super) listed: MarkerCache,
+    /// Whether the store lists keys in order (listings then page with
+    /// `start-after` instead of listing an index whole).
+    pub(super) lists_in_key_order: bool,
 }
 
 impl FolderEngine {
@@ -84,7 +89,30 @@ impl FolderEngine {
         type_settings: BTreeMap<String, TypeSettings>,
     ) -> Self {
         let journal = GcJournal::new(store.clone());
-        Self { store, locks, events, journal, config, type_settings, path_limits: PathLimits::default() }
+        Self {
+            store,
+            locks,
+            events,
+            journal,
+            config,
+            type_settings,
+            path_limits: PathLimits::default(),
+            listed: ListingsConfig::default().new_cache(),
+            lists_in_key_order: false,
+        }
+    }
+
+    /// How much of what listings read is kept, and whether the store lists
+    /// keys in order (S3, GCS, Azure and memory do; the local disk does not).
+    pub fn with_listings(mut self, bounds: &ListingsConfig, lists_in_key_order: bool) -> Self {
+        self.listed = bounds.new_cache();
+        self.lists_in_key_order = lists_in_key_order;
+        self
+    }
+
+    /// The markers listings keep now (entries, estimated bytes).
+    pub fn listing_cache_size(&self) -> (usize, usize) {
+        (self.listed.len(), self.listed.bytes())
     }
 
     /// What the store cannot hold (the local disk's name length), refused
@@ -625,19 +653,6 @@ impl FolderEngine {
     }
 
     // ----- listings -----------------------------------------------------
-
-    /// Resources and folders directly in `node` (a folder or the bucket
-    /// root), or everything below it with `recursive`; see [`listing::list`].
-    pub async fn list(
-        &self,
-        node: &Node,
-        recursive: bool,
-        token: Option<&str>,
-        limit: usize,
-        shows: &Shows<'_>,
-    ) -> Result<Listing, FolderError> {
-        listing::list(&self.store, node, recursive, token, limit, shows).await
-    }
 
     /// Files of the current version under `dir`; see [`listing::list_files`].
     pub fn list_files(

@@ -5,7 +5,6 @@ use object_store::{ObjectStoreExt, PutMode, PutOptions};
 
 use super::engine::FolderEngine;
 use super::error::FolderError;
-use super::listing::list_children;
 use super::marker::{FolderMarker, SCHEMA_VERSION};
 use super::node::Node;
 use crate::clock::now_ms;
@@ -51,7 +50,7 @@ impl FolderEngine {
             return Err(FolderError::NotFound(node.url.to_string()));
         };
         conditions.check_write(Some(&marker.marker.etag()))?;
-        let listing = list_children(&self.store, node, None, 1, &|_| true).await?;
+        let listing = self.list_children(node, None, 1, &|_| true).await?;
         if !listing.items.is_empty() {
             return Err(FolderError::FolderNotEmpty(node.url.to_string()));
         }

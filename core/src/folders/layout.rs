@@ -1,10 +1,19 @@
 //! Where a v2 resource or folder lives in the object store.
 //!
 //! ```text
-//! <bucket location><group>/<path…>/.dial-folder          a DIAL folder
-//! <bucket location><group>/<path…>/.dial-resource        a DIAL resource (the commit point)
-//! <bucket location><group>/<path…>/v/<version>/<file…>   its immutable version subtrees
+//! <bucket location><group>/<parent…>/.dial-folders/<name>     a DIAL folder
+//! <bucket location><group>/<parent…>/.dial-resources/<name>   a DIAL resource (the commit point)
+//! <bucket location><group>/<parent…>/<name>/v/<version>/<file…>  its immutable version subtrees
 //! ```
+//!
+//! A node's marker lives beside its siblings' in its parent's index
+//! (`.dial-resources/`, `.dial-folders/`), not inside its own prefix: so one
+//! flat store listing of the index gives every child's marker with its etag,
+//! in key order, pageable with the store's own `start-after` — a listing
+//! page reads no marker it has seen before (`listing_cache`), and a page of
+//! a folder of 100 000 costs what a page of 100 costs. Stores laid out with
+//! the markers inside (`<name>/.dial-resource`, before issue 28) are moved
+//! once at start-up ([`super::migrate`]).
 //!
 //! Object-store paths are built segment by segment from decoded names
 //! (`object_store` percent-encodes what a store cannot hold), so a name
@@ -19,6 +28,10 @@ use crate::resource_url::ResourceUrl;
 
 /// Segment holding the version subtrees of a resource.
 pub const VERSIONS_DIR: &str = "v";
+/// A folder's index of the resources directly in it: their markers.
+pub const RESOURCE_INDEX: &str = ".dial-resources";
+/// A folder's index of the folders directly in it: their markers.
+pub const FOLDER_INDEX: &str = ".dial-folders";
 /// Longest object key we write (S3's limit is 1024 bytes).
 pub const MAX_KEY_BYTES: usize = 1024;
 
@@ -45,11 +58,28 @@ impl NodePaths {
         &self.base
     }
 
+    /// The commit point: in the parent's resource index.
     pub fn resource_marker(&self) -> Path {
+        resource_marker_of(&self.base)
+    }
+
+    /// In the parent's folder index.
+    pub fn folder_marker(&self) -> Path {
+        folder_marker_of(&self.base)
+    }
+
+    /// Where the markers of this folder's resources (or folders) are.
+    pub fn index(&self, index: &str) -> Path {
+        self.base.clone().join(index)
+    }
+
+    /// Where the resource marker was before issue 28 (read by the migration).
+    pub fn legacy_resource_marker(&self) -> Path {
         self.base.clone().join(RESOURCE_MARKER)
     }
 
-    pub fn folder_marker(&self) -> Path {
+    /// Where the folder marker was before issue 28.
+    pub fn legacy_folder_marker(&self) -> Path {
         self.base.clone().join(FOLDER_MARKER)
     }
 
@@ -76,9 +106,36 @@ impl NodePaths {
     }
 }
 
+/// The resource marker of the node whose prefix is `base`.
+pub fn resource_marker_of(base: &Path) -> Path {
+    index_entry(base, RESOURCE_INDEX)
+}
+
+/// The folder marker of the node whose prefix is `base`.
+pub fn folder_marker_of(base: &Path) -> Path {
+    index_entry(base, FOLDER_INDEX)
+}
+
+/// `<parent>/<index>/<name>` for the node at `<parent>/<name>`.
+fn index_entry(base: &Path, index: &str) -> Path {
+    let mut parts: Vec<PathPart<'_>> = base.parts().collect();
+    let name = parts.pop().unwrap_or_else(|| PathPart::from(""));
+    Path::from_iter(parts.into_iter().chain([PathPart::from(index), name]))
+}
+
 /// The decoded name of one path part from a listing.
 pub fn decode_part(part: &PathPart<'_>) -> String {
-    percent_decode_str(part.as_ref()).decode_utf8_lossy().into_owned()
+    decode_key(part.as_ref())
+}
+
+/// The decoded name of a stored (encoded) path part.
+pub fn decode_key(stored: &str) -> String {
+    percent_decode_str(stored).decode_utf8_lossy().into_owned()
+}
+
+/// The stored form of a name: what a listing sorts by.
+pub fn encode_part(name: &str) -> String {
+    PathPart::from(name).as_ref().to_string()
 }
 
 /// The relative path of `path` below `prefix`, decoded, `/`-separated.
@@ -97,7 +154,9 @@ mod tests {
         let url = ResourceUrl::parse("skills/b/team/my%20skill", Intent::Write).unwrap();
         let node = NodePaths::new(&url, &BucketLocation::User("alice".into()));
         assert_eq!(node.base().as_ref(), "Users/alice/skills/team/my skill");
-        assert_eq!(node.resource_marker().as_ref(), "Users/alice/skills/team/my skill/.dial-resource");
+        assert_eq!(node.resource_marker().as_ref(), "Users/alice/skills/team/.dial-resources/my skill");
+        assert_eq!(node.folder_marker().as_ref(), "Users/alice/skills/team/.dial-folders/my skill");
+        assert_eq!(node.legacy_resource_marker().as_ref(), "Users/alice/skills/team/my skill/.dial-resource");
         assert_eq!(node.file("v1", "scripts/run.sh").as_ref(), "Users/alice/skills/team/my skill/v/v1/scripts/run.sh");
         let root =
             NodePaths::new(&ResourceUrl::parse("skills/public/", Intent::Read).unwrap(), &BucketLocation::Public);
@@ -111,6 +170,8 @@ mod tests {
         let parent = NodePaths::new(&url.parent().unwrap(), &BucketLocation::Key("p".into()));
         let name = relative_path(parent.base(), node.base()).unwrap();
         assert_eq!(name, "a%b#c[]");
+        let indexed = relative_path(&parent.index(RESOURCE_INDEX), &node.resource_marker()).unwrap();
+        assert_eq!(indexed, "a%b#c[]", "an index entry is named as the node's prefix is");
         assert_eq!(relative_path(node.base(), &node.file("v1", "x/y.txt")).unwrap(), "v/v1/x/y.txt");
     }
 }

@@ -81,8 +81,13 @@ pub(super) async fn read_json<T: serde::de::DeserializeOwned>(
     };
     let version = UpdateVersion { e_tag: result.meta.e_tag.clone(), version: result.meta.version.clone() };
     let bytes = result.bytes().await?;
-    let marker = serde_json::from_slice(&bytes).map_err(|e| {
+    Ok(Some(ReadMarker { marker: parse_json(path, &bytes)?, version }))
+}
+
+/// A marker's JSON, parsed; what cannot be parsed is a storage error naming
+/// the object.
+pub(super) fn parse_json<T: serde::de::DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T, FolderError> {
+    serde_json::from_slice(bytes).map_err(|e| {
         FolderError::Storage(object_store::Error::Generic { store: "marker", source: format!("{path}: {e}").into() })
-    })?;
-    Ok(Some(ReadMarker { marker, version }))
+    })
 }

@@ -35,6 +35,7 @@ pub mod layout;
 pub mod listing;
 pub mod marker;
 mod markers;
+pub mod migrate;
 pub mod names;
 pub mod node;
 pub mod policy;

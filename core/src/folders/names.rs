@@ -1,14 +1,17 @@
 //! The structural names v2 reserves, and the rules for file paths inside a
 //! resource. Checked before anything is written.
 
-use super::layout::VERSIONS_DIR;
+use super::layout::{FOLDER_INDEX, RESOURCE_INDEX, VERSIONS_DIR};
 use super::marker::{FOLDER_MARKER, RESOURCE_MARKER};
 
 /// Segment that separates a resource from a file inside it in URLs.
 pub const FILES_SEGMENT: &str = "files";
 
-/// Names no resource or folder may take.
-const RESERVED_NODE_NAMES: [&str; 4] = [FILES_SEGMENT, VERSIONS_DIR, RESOURCE_MARKER, FOLDER_MARKER];
+/// Names no resource or folder may take: the structure's own, and the
+/// marker names of the layout before issue 28 (kept, so that a store being
+/// migrated holds nothing named like them).
+const RESERVED_NODE_NAMES: [&str; 6] =
+    [FILES_SEGMENT, VERSIONS_DIR, RESOURCE_INDEX, FOLDER_INDEX, RESOURCE_MARKER, FOLDER_MARKER];
 
 /// Why a name or file path is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -92,7 +95,7 @@ mod tests {
     fn reserved_node_names() {
         let segments = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert!(check_node_segments(&segments(&["team", "my-skill"])).is_ok());
-        for reserved in ["files", "v", ".dial-resource", ".dial-folder"] {
+        for reserved in ["files", "v", ".dial-resources", ".dial-folders", ".dial-resource", ".dial-folder"] {
             assert_eq!(
                 check_node_segments(&segments(&["team", reserved])),
                 Err(NameError::ReservedNodeName(reserved.into()))

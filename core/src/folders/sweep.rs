@@ -43,13 +43,14 @@ use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::Serialize;
 
 use super::error::FolderError;
 use super::journal::{JOURNAL_PREFIX, JournalEntry};
-use super::layout::VERSIONS_DIR;
-use super::marker::{RESOURCE_MARKER, ResourceMarker};
+use super::layout::{VERSIONS_DIR, resource_marker_of};
+use super::marker::ResourceMarker;
+use super::markers::{ReadMarker, read_json};
 use super::node::resource_lock_key;
 use crate::clock::{new_id, now_ms};
 use crate::locks::LockService;
@@ -69,10 +70,7 @@ pub struct SweepReport {
 }
 
 /// A marker with the token a conditional rewrite needs.
-struct Versioned {
-    marker: ResourceMarker,
-    version: UpdateVersion,
-}
+type Versioned = ReadMarker<ResourceMarker>;
 
 /// The sweep: the store the journal and the resources are in, and the locks
 /// the steps no conditional write can fence take.
@@ -280,7 +278,7 @@ impl Sweeper {
         let purged = self.marker_at(base).await?.is_some_and(|read| read.marker.purged_at.is_some());
         if purged {
             lock.ensure_held()?;
-            match self.store().delete(&base.clone().join(RESOURCE_MARKER)).await {
+            match self.store().delete(&resource_marker_of(base)).await {
                 Ok(()) => report.objects_deleted += 1,
                 Err(object_store::Error::NotFound { .. }) => {}
                 Err(error) => return Err(error.into()),
@@ -294,7 +292,7 @@ impl Sweeper {
     async fn rewrite(&self, base: &Path, read: &Versioned, marker: ResourceMarker) -> Result<bool, FolderError> {
         let marker = ResourceMarker { commit_id: new_id(), ..marker };
         let options = PutOptions { mode: PutMode::Update(read.version.clone()), ..Default::default() };
-        let path = base.clone().join(RESOURCE_MARKER);
+        let path = resource_marker_of(base);
         match self.store().put_opts(&path, PutPayload::from(marker.to_json()), options).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. }) => Ok(false),
@@ -303,21 +301,7 @@ impl Sweeper {
     }
 
     async fn marker_at(&self, base: &Path) -> Result<Option<Versioned>, FolderError> {
-        match self.store().get(&base.clone().join(RESOURCE_MARKER)).await {
-            Ok(result) => {
-                let version = UpdateVersion { e_tag: result.meta.e_tag.clone(), version: result.meta.version.clone() };
-                let bytes = result.bytes().await?;
-                let marker = serde_json::from_slice(&bytes).map_err(|e| {
-                    FolderError::Storage(object_store::Error::Generic {
-                        store: "marker",
-                        source: format!("{base}: {e}").into(),
-                    })
-                })?;
-                Ok(Some(Versioned { marker, version }))
-            }
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(error) => Err(error.into()),
-        }
+        read_json(self.store(), &resource_marker_of(base)).await
     }
 
     /// Deletes every object below `prefix`: how many, and their bytes.
