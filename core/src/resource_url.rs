@@ -166,7 +166,8 @@ impl ResourceUrl {
 
     /// A child of this folder (`segment` is a decoded, valid segment).
     pub fn child(&self, segment: &str, folder: bool) -> Result<Self, UrlError> {
-        validate_segment(&self.to_string(), segment)?;
+        // The URL is formatted only for an error: listings make a child per entry.
+        validate_segment(segment).map_err(|reason| UrlError::BadSegment { url: self.to_string(), reason })?;
         let mut segments = self.segments.clone();
         segments.push(segment.into());
         Ok(Self { group: self.group.clone(), bucket: self.bucket.clone(), segments, folder })
@@ -210,28 +211,28 @@ fn decode_segment(url: &str, raw_segment: &str) -> Result<String, UrlError> {
     }
     // `+` stays a plus: this is a path, not a form.
     let decoded = percent_decode_str(raw_segment).decode_utf8().map_err(|_| bad("segment is not valid UTF-8"))?;
-    validate_segment(url, &decoded)?;
+    validate_segment(&decoded).map_err(bad)?;
     Ok(decoded.into_owned())
 }
 
-fn validate_segment(url: &str, segment: &str) -> Result<(), UrlError> {
-    let bad = |reason| UrlError::BadSegment { url: url.into(), reason };
+/// Why `segment` cannot be one, if it cannot.
+fn validate_segment(segment: &str) -> Result<(), &'static str> {
     if segment.is_empty() {
-        return Err(bad("empty segment"));
+        return Err("empty segment");
     }
     if segment.contains('/') {
-        return Err(bad("a segment must not contain /"));
+        return Err("a segment must not contain /");
     }
     // Never a name (writes refuse names ending in `.`), and clients and
     // proxies would resolve them: refused on reads too.
     if segment == "." || segment == ".." {
-        return Err(bad("a . or .. segment is not allowed"));
+        return Err("a . or .. segment is not allowed");
     }
     if segment.contains(['{', '}']) {
-        return Err(bad("a segment must not contain { or }"));
+        return Err("a segment must not contain { or }");
     }
     if segment.chars().any(char::is_control) {
-        return Err(bad("a segment must not contain control characters"));
+        return Err("a segment must not contain control characters");
     }
     Ok(())
 }

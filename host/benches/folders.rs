@@ -6,9 +6,12 @@
 //!    same 100 files written and read straight through `object_store`;
 //! 2. peak RSS of the real server process while it streams a 1 GiB skill as
 //!    a ZIP, versus its idle RSS;
-//! 3. the first page (100) of a folder of 1 000 skills, versus one raw
-//!    `list_with_delimiter` of the folder's prefix, with the store reads a
-//!    page costs;
+//! 3. a page (100) of a folder of 1 000 skills on the local disk and on S3
+//!    (moto), versus the raw store listing of the index that page needs,
+//!    with the marker reads and store requests a warm page, a cold one and
+//!    one after 10 changed cost; the same for a v1 folder of 1 000 files;
+//!    a page of a folder of 100 000 skills on S3 versus one of 1 000
+//!    (`listing-100k`); the memory of the marker cache (`listing-rss`);
 //! 4. 200 sequential GETs of a small skill's ZIP on one keep-alive
 //!    connection to the real server (p50/p99), versus a fresh connection per
 //!    GET and keep-alive `GET /health`;
@@ -20,7 +23,7 @@
 //!
 //! `cargo bench -p dial-host --bench folders` prints Markdown tables for
 //! `docs/benchmarks.md`; `… -- keep-alive` (or `put-get`, `put-get-local`,
-//! `put-get-s3`, `put-get-azure`, `download`, `listing`, `upload-s3`, `history`) runs only the items named. Latencies are medians over
+//! `put-get-s3`, `put-get-azure`, `download`, `listing`, `listing-v1`, `listing-100k`, `listing-rss`, `upload-s3`, `history`) runs only the items named. Latencies are medians over
 //! iterations unless a table says otherwise.
 
 mod common;
@@ -34,16 +37,18 @@ mod services;
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{API_KEY, ServerProcess, cpu_model, load_average, memory_of, nproc, percentile};
+use dial_host::blobs::{BlobLimits, BlobService, BlobTarget};
 use dial_host::buckets::BucketLocation;
-use dial_host::config::{FoldersConfig, HandlersConfig, LockConfig};
+use dial_host::config::{FoldersConfig, HandlersConfig, ListingsConfig, LockConfig};
 use dial_host::etag::Preconditions;
 use dial_host::events::{EventBus, InProcessEvents};
 use dial_host::folders::archive::stream_zip;
+use dial_host::folders::layout::RESOURCE_INDEX;
 use dial_host::folders::{FolderEngine, Node};
 use dial_host::handlers::{Handler, HandlerRegistry, Runtime, RuntimeLimits};
 use dial_host::locks::{InProcessLocks, LockService};
@@ -51,6 +56,10 @@ use dial_host::resource_url::{Intent, ResourceUrl};
 use futures_util::stream::{self, StreamExt};
 use instrumented_store::InstrumentedStore;
 use md5::{Digest, Md5};
+use object_store::aws::AmazonS3Builder;
+use object_store::client::{
+    ClientOptions, HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService, ReqwestConnector,
+};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use random_bytes::random_bytes;
@@ -118,7 +127,18 @@ fn main() {
         runtime.block_on(big_download());
     }
     if let (true, Some(handler)) = (wanted("listing"), &handler) {
-        runtime.block_on(listing(handler));
+        let moto = services::moto();
+        runtime.block_on(listing(handler, moto.as_ref()));
+    }
+    if !wanted("listing") && wanted("listing-v1") {
+        runtime.block_on(v1_listing());
+    }
+    if wanted("listing-100k") {
+        let moto = services::moto().expect("moto for the 100 000-skill listing: run scripts/test once to install it");
+        runtime.block_on(listing_100k(&moto));
+    }
+    if wanted("listing-rss") {
+        runtime.block_on(listing_rss());
     }
     if wanted("keep-alive") {
         runtime.block_on(keep_alive_gets());
@@ -334,80 +354,376 @@ async fn put_and_get(handler: &Handler, backend: &str, store: Arc<dyn ObjectStor
 
 // ----- 3. listing ------------------------------------------------------------
 
-async fn listing(handler: &Handler) {
+async fn listing(handler: &Handler, moto: Option<&services::Moto>) {
     let dir = tempfile::tempdir().unwrap();
-    let counting = Arc::new(InstrumentedStore::new(local_store(&dir)));
-    let engine = engine_on(counting.clone());
-    let conditions = Preconditions::default();
+    let local = Arc::new(InstrumentedStore::new(local_store(&dir)));
+    listing_on(handler, "local disk (`file://`)", local, None, false).await;
+    if let Some(moto) = moto {
+        moto.create_bucket("bench-listing");
+        let (store, requests) = counted_s3(moto, "bench-listing");
+        listing_on(
+            handler,
+            "S3 (moto on the same machine)",
+            Arc::new(InstrumentedStore::new(store)),
+            Some(requests),
+            true,
+        )
+        .await;
+    }
+    v1_listing().await;
+}
 
+/// Item 3 on one store: a folder of 1 000 skills made through the engine;
+/// the raw listing of the index a page needs (the baseline), a warm page,
+/// a cold one, and one after another instance changed 10 of the skills.
+async fn listing_on(
+    handler: &Handler,
+    backend: &str,
+    counting: Arc<InstrumentedStore>,
+    http: Option<Arc<AtomicUsize>>,
+    in_key_order: bool,
+) {
+    let instance = || Arc::new(engine_on(counting.clone()).with_listings(&ListingsConfig::default(), in_key_order));
+    let (engine, other) = (instance(), instance());
+    let conditions = Preconditions::default();
     let start = Instant::now();
     let created = stream::iter(0..FOLDER_SKILLS)
         .map(|i| {
             let (engine, conditions) = (&engine, &conditions);
-            async move {
-                let name = format!("skill-{i:04}");
-                let target = node(&format!("bench/listing/{name}"));
-                let mut staging = engine.stage(&target, handler, conditions).await.unwrap();
-                staging.add_file("SKILL.md", one_chunk(&skill_md(&name))).await.unwrap();
-                engine.commit(staging, handler, conditions, Some("bench".into())).await.unwrap();
-            }
+            async move { commit_skill(engine, handler, conditions, &format!("bench/listing/skill-{i:04}"), "one").await }
         })
-        .buffer_unordered(4)
+        .buffer_unordered(8)
         .count()
         .await;
     let populate = start.elapsed();
     assert_eq!(created, FOLDER_SKILLS);
 
-    let url = ResourceUrl::parse("skills/bucket1/bench/listing/", Intent::Read).unwrap();
-    let folder = Node::new(url, BucketLocation::User("bench".into())).unwrap();
-    let prefix = folder.paths().base().clone();
+    let folder = node("bench/listing/");
+    let index = folder.paths().index(RESOURCE_INDEX);
+    // What a store request is: each HTTP request to S3; on the local disk,
+    // each read or listing call.
+    let requests = || {
+        let (reads, listings) = counting.take_reads();
+        let http = http.as_ref().map_or(reads + listings, |http| http.swap(0, Ordering::SeqCst));
+        (reads, http)
+    };
+    // The raw listing a page needs: the index from its start, as far as a
+    // page takes it — the whole index where the store lists in no order.
+    let raw_listing = || async {
+        let listed = counting.list(Some(&index));
+        let taken: Vec<_> = if in_key_order { listed.take(PAGE + 1).collect().await } else { listed.collect().await };
+        assert!(taken.len() > PAGE);
+    };
+    let page = |engine: Arc<FolderEngine>| {
+        let folder = folder.clone();
+        async move {
+            let page = engine.list(&folder, false, None, PAGE, &|_| true).await.unwrap();
+            assert_eq!(page.items.len(), PAGE);
+            assert!(page.next_token.is_some());
+        }
+    };
+
+    requests();
+    let start = Instant::now();
+    page(engine.clone()).await;
+    let cold = (start.elapsed(), requests());
     let (mut raw_times, mut page_times) = (vec![], vec![]);
     let (mut raw_counts, mut page_counts) = ((0, 0), (0, 0));
     for round in 0..LIST_ROUNDS + 1 {
-        counting.take_reads();
+        requests();
         let start = Instant::now();
-        let children = counting.list_with_delimiter(Some(&prefix)).await.unwrap();
+        raw_listing().await;
         let raw_time = start.elapsed();
-        raw_counts = counting.take_reads();
-        assert_eq!(children.common_prefixes.len(), FOLDER_SKILLS);
-
+        raw_counts = requests();
         let start = Instant::now();
-        let page = engine.list(&folder, false, None, PAGE, &|_| true).await.unwrap();
+        page(engine.clone()).await;
         let page_time = start.elapsed();
-        page_counts = counting.take_reads();
-        assert_eq!(page.items.len(), PAGE);
-        assert!(page.next_token.is_some());
+        page_counts = requests();
         if round > 0 {
             raw_times.push(raw_time);
             page_times.push(page_time);
         }
     }
-    let (raw, page) = (median(raw_times), median(page_times));
+    let (raw, warm) = (median(raw_times), median(page_times));
+    // Another instance changes 10 skills of the first page.
+    for i in 0..10 {
+        commit_skill(&other, handler, &conditions, &format!("bench/listing/skill-{i:04}"), "two").await;
+    }
+    requests();
+    let start = Instant::now();
+    page(engine.clone()).await;
+    let changed = (start.elapsed(), requests());
 
-    println!("### 3. Listing a folder of {FOLDER_SKILLS} skills, first page of {PAGE} — `{COMMAND}`");
+    println!("### 3. A page of {PAGE} from a folder of {FOLDER_SKILLS} skills, {backend} — `{COMMAND} -- listing`");
     println!();
-    println!("| case | median latency | `get_opts` (marker reads) per page | listings per page |");
+    println!("| case | median latency | marker reads per page | store requests per page |");
     println!("|---|---|---|---|");
     println!(
-        "| raw `list_with_delimiter` of the folder prefix (baseline) | {} | {} | {} |",
+        "| raw listing of the index the page needs (baseline) | {} | {} | {} |",
         ms(raw),
         raw_counts.0,
         raw_counts.1
     );
-    println!("| `engine.list(folder, false, None, {PAGE})` | {} | {} | {} |", ms(page), page_counts.0, page_counts.1);
     println!(
-        "| engine / raw | {:.1}× | {:.2} reads per item returned | – |",
-        page.as_secs_f64() / raw.as_secs_f64(),
-        page_counts.0 as f64 / PAGE as f64
+        "| warm page: `engine.list(folder, false, None, {PAGE})` | {} | {} | {} |",
+        ms(warm),
+        page_counts.0,
+        page_counts.1
+    );
+    println!("| **warm page / raw listing** | **{:.2}×** | | |", warm.as_secs_f64() / raw.as_secs_f64());
+    println!("| cold page (cache empty, once) | {} | {} | {} |", ms(cold.0), cold.1.0, cold.1.1);
+    println!(
+        "| after another instance changed 10 of the page (once) | {} | {} | {} |",
+        ms(changed.0),
+        changed.1.0,
+        changed.1.1
     );
     println!();
     println!(
-        "Counted by a wrapper around the local filesystem backend (`file://`, not InMemory), page cache warm; \
-         median of {LIST_ROUNDS} rounds after one warm-up; the {FOLDER_SKILLS} skills were created through the \
-         engine in {:.1} s.",
+        "Median of {LIST_ROUNDS} rounds after one warm-up, raw and engine interleaved; store requests counted {}; \
+         the {FOLDER_SKILLS} skills were created through the engine in {:.1} s.",
+        if http.is_some() { "as HTTP requests to S3 (a counting connector)" } else { "as read and listing calls" },
         populate.as_secs_f64()
     );
     println!();
+}
+
+async fn commit_skill(engine: &FolderEngine, handler: &Handler, conditions: &Preconditions, path: &str, body: &str) {
+    let target = node(path);
+    let name = target.url.name().unwrap().to_string();
+    let mut staging = engine.stage(&target, handler, conditions).await.unwrap();
+    staging.add_file("SKILL.md", one_chunk(&skill_md(&name))).await.unwrap();
+    staging.add_file("body.txt", one_chunk(&Bytes::from(body.to_string()))).await.unwrap();
+    engine.commit(staging, handler, conditions, Some("bench".into())).await.unwrap();
+}
+
+/// v1: a page of 100 from a folder of 1 000 files, versus the store's
+/// delimiter listing of the folder (what DIAL Core answers from).
+async fn v1_listing() {
+    let dir = tempfile::tempdir().unwrap();
+    let counting = Arc::new(InstrumentedStore::new(local_store(&dir)));
+    let locks: Arc<dyn LockService> = Arc::new(InProcessLocks::new(&LockConfig::default()));
+    let events: Arc<dyn EventBus> = Arc::new(InProcessEvents::new());
+    let limits = BlobLimits { max_size: 1 << 20, max_file_size: 1 << 20 };
+    let blobs = BlobService::new(counting.clone(), locks, events, limits, true);
+    let file = |i: usize| {
+        let url = ResourceUrl::parse(&format!("files/bucket1/docs/f{i:04}.txt"), Intent::Write).unwrap();
+        BlobTarget::new(url, BucketLocation::User("bench".into())).unwrap()
+    };
+    stream::iter(0..FOLDER_SKILLS)
+        .for_each_concurrent(8, |i| {
+            let (blobs, target) = (&blobs, file(i));
+            async move {
+                let content = Bytes::from(format!("file {i}"));
+                let body = one_chunk(&content);
+                blobs.put_file(&target, body, Some("text/plain"), &Preconditions::default(), None).await.unwrap();
+            }
+        })
+        .await;
+    let folder_url = ResourceUrl::parse("files/bucket1/docs/", Intent::Read).unwrap();
+    let folder = BlobTarget::new(folder_url, BucketLocation::User("bench".into())).unwrap();
+    let page = || async {
+        let page = blobs.list(&folder, false, None, PAGE, &|_| true).await.unwrap();
+        assert_eq!(page.items.len(), PAGE);
+    };
+    page().await;
+    let (mut raw_times, mut page_times) = (vec![], vec![]);
+    let (mut raw_counts, mut page_counts) = ((0, 0), (0, 0));
+    for round in 0..LIST_ROUNDS + 1 {
+        counting.take_reads();
+        let start = Instant::now();
+        let listed = counting.list_with_delimiter(Some(folder.path())).await.unwrap();
+        let raw_time = start.elapsed();
+        raw_counts = counting.take_reads();
+        assert_eq!(listed.objects.len(), FOLDER_SKILLS);
+        let start = Instant::now();
+        page().await;
+        let page_time = start.elapsed();
+        page_counts = counting.take_reads();
+        if round > 0 {
+            raw_times.push(raw_time);
+            page_times.push(page_time);
+        }
+    }
+    let (raw, warm) = (median(raw_times), median(page_times));
+    println!(
+        "### 3b. v1: a page of {PAGE} from a folder of {FOLDER_SKILLS} files, local disk — `{COMMAND} -- listing`"
+    );
+    println!();
+    println!("| case | median latency | item reads per page | listings per page |");
+    println!("|---|---|---|---|");
+    println!(
+        "| raw `list_with_delimiter` of the folder (baseline) | {} | {} | {} |",
+        ms(raw),
+        raw_counts.0,
+        raw_counts.1
+    );
+    println!(
+        "| warm page: `blobs.list(folder, false, None, {PAGE})` | {} | {} | {} |",
+        ms(warm),
+        page_counts.0,
+        page_counts.1
+    );
+    println!("| **warm page / raw listing** | **{:.2}×** | | |", warm.as_secs_f64() / raw.as_secs_f64());
+    println!();
+}
+
+/// Item 3c: a page of 100 from a folder of 100 000 skills on S3, versus
+/// one of 1 000: store requests per page do not grow with the folder. The
+/// markers are written straight into the index (copies of one real
+/// marker): a listing reads nothing else.
+async fn listing_100k(moto: &services::Moto) {
+    const BIG: usize = 100_000;
+    moto.create_bucket("bench-100k");
+    let (store, http) = counted_s3(moto, "bench-100k");
+    let engine = Arc::new(engine_on(store.clone()).with_listings(&ListingsConfig::default(), true));
+    let handler = skill_handler().await;
+    let conditions = Preconditions::default();
+    commit_skill(&engine, &handler, &conditions, "template/skill", "one").await;
+    let template = store.get(&node("template/skill").paths().resource_marker()).await.unwrap().bytes().await.unwrap();
+    let start = Instant::now();
+    for (size, name) in [(FOLDER_SKILLS, "small"), (BIG, "big")] {
+        let index = node(&format!("{name}/")).paths().index(RESOURCE_INDEX);
+        stream::iter(0..size)
+            .for_each_concurrent(32, |i| {
+                let (store, template, path) = (&store, template.clone(), index.clone().join(format!("skill-{i:06}")));
+                async move { store.put(&path, PutPayload::from(template)).await.map(drop).unwrap() }
+            })
+            .await;
+        // Folder markers, so the folders exist.
+        store
+            .put(&node(&format!("{name}/")).paths().folder_marker(), PutPayload::from(template.clone()))
+            .await
+            .unwrap();
+    }
+    let populate = start.elapsed();
+    println!("### 3c. A page of {PAGE} from a folder of {BIG} skills on S3 (moto) — `{COMMAND} -- listing-100k`");
+    println!();
+    println!("| folder | page | median latency | store requests per page (warm) | objects in the folder's index |");
+    println!("|---|---|---|---|---|");
+    for (size, name) in [(FOLDER_SKILLS, "small"), (BIG, "big")] {
+        let folder = node(&format!("{name}/"));
+        for (label, token) in [("first", None), ("from the middle", Some(format!("skill-{:06}", size / 2)))] {
+            let page = || async {
+                let page = engine.list(&folder, false, token.as_deref(), PAGE, &|_| true).await.unwrap();
+                assert_eq!(page.items.len(), PAGE);
+            };
+            page().await;
+            let mut times = Vec::new();
+            let mut count = 0;
+            for _ in 0..LIST_ROUNDS {
+                http.swap(0, Ordering::SeqCst);
+                let start = Instant::now();
+                page().await;
+                times.push(start.elapsed());
+                count = http.swap(0, Ordering::SeqCst);
+            }
+            println!("| {size} skills | {label} | {} | {count} | {size} |", ms(median(times)));
+        }
+    }
+    println!();
+    println!(
+        "Requests counted as HTTP requests to S3 by a counting connector; median of {LIST_ROUNDS} pages after one; \
+         index written in {:.0} s.",
+        populate.as_secs_f64()
+    );
+    println!();
+}
+
+/// Item 3d: the process's RSS while listings fill the marker cache, with
+/// `listings.cache_mib` = 16 versus 0 (the baseline, same run): 4 000
+/// skills of 100 files each (a 7 KiB marker), every page listed twice.
+async fn listing_rss() {
+    const SKILLS: usize = 4000;
+    const BOUND_MIB: usize = 16;
+    let dir = tempfile::tempdir().unwrap();
+    let store = local_store(&dir);
+    let handler = skill_handler().await;
+    let conditions = Preconditions::default();
+    let writer = engine_on(store.clone());
+    let target = node("template/wide");
+    let mut staging = writer.stage(&target, &handler, &conditions).await.unwrap();
+    staging.add_file("SKILL.md", one_chunk(&skill_md("wide"))).await.unwrap();
+    for i in 0..100 {
+        staging.add_file(&format!("references/file-{i:03}.md"), one_chunk(&Bytes::from(format!("{i}")))).await.unwrap();
+    }
+    writer.commit(staging, &handler, &conditions, None).await.unwrap();
+    let template = store.get(&target.paths().resource_marker()).await.unwrap().bytes().await.unwrap();
+    let index = node("wide/").paths().index(RESOURCE_INDEX);
+    stream::iter(0..SKILLS)
+        .for_each_concurrent(16, |i| {
+            let (store, template, path) = (&store, template.clone(), index.clone().join(format!("skill-{i:05}")));
+            async move { store.put(&path, PutPayload::from(template)).await.map(drop).unwrap() }
+        })
+        .await;
+    store.put(&node("wide/").paths().folder_marker(), PutPayload::from(template.clone())).await.unwrap();
+    let pid = std::process::id();
+    println!("### 3d. Memory of the marker cache — `{COMMAND} -- listing-rss`");
+    println!();
+    println!("| `listings.cache_mib` | entries kept | cache's own estimate | process RSS growth over the walk |");
+    println!("|---|---|---|---|");
+    for mib_bound in [0, BOUND_MIB] {
+        let listings = ListingsConfig { cache_mib: mib_bound, ..ListingsConfig::default() };
+        let engine = engine_on(store.clone()).with_listings(&listings, false);
+        let before = memory_of(pid).0;
+        for _ in 0..2 {
+            let mut token = None;
+            loop {
+                let page = engine.list(&node("wide/"), false, token.as_deref(), 1000, &|_| true).await.unwrap();
+                token = page.next_token;
+                if token.is_none() {
+                    break;
+                }
+            }
+        }
+        let (entries, bytes) = engine.listing_cache_size();
+        let grown = memory_of(pid).0.saturating_sub(before);
+        println!("| {mib_bound} | {entries} | {} | {} |", mib(bytes as u64), mib(grown));
+    }
+    println!();
+    println!(
+        "One marker is {} of JSON ({SKILLS} of them in the folder, {} together); RSS read from /proc before and \
+         after walking every page twice, in this process.",
+        mib(template.len() as u64),
+        mib((template.len() * SKILLS) as u64)
+    );
+    println!();
+}
+
+/// An S3 store on moto whose HTTP requests are counted.
+fn counted_s3(moto: &services::Moto, bucket: &str) -> (Arc<dyn ObjectStore>, Arc<AtomicUsize>) {
+    let requests = Arc::new(AtomicUsize::new(0));
+    let mut builder = AmazonS3Builder::new().with_bucket_name(bucket);
+    for (key, value) in moto.storage_options() {
+        builder = builder.with_config(key.parse().expect("an S3 option"), value);
+    }
+    let store = builder.with_http_connector(CountingConnector(requests.clone())).build().unwrap();
+    (Arc::new(store), requests)
+}
+
+/// Counts every HTTP request the store sends.
+#[derive(Debug)]
+struct CountingConnector(Arc<AtomicUsize>);
+
+#[derive(Debug)]
+struct CountingService {
+    inner: HttpClient,
+    requests: Arc<AtomicUsize>,
+}
+
+impl HttpConnector for CountingConnector {
+    fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
+        let inner = ReqwestConnector::default().connect(options)?;
+        Ok(HttpClient::new(CountingService { inner, requests: self.0.clone() }))
+    }
+}
+
+#[async_trait::async_trait]
+impl HttpService for CountingService {
+    async fn call(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        self.inner.execute(request).await
+    }
 }
 
 // ----- 2. server RSS while downloading 1 GiB --------------------------------

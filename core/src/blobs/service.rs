@@ -117,7 +117,7 @@ impl BlobService {
         }
     }
 
-    /// Listings keep the metadata of at most `entries` items (0: none).
+    /// What listings keep of the items they read, bounded as `bounds` says.
     pub fn with_listing_cache(mut self, bounds: &ListingsConfig) -> Self {
         self.listed = bounds.new_cache();
         self

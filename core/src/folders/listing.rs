@@ -165,10 +165,21 @@ impl FolderEngine {
             Kind::Resource => RESOURCE_INDEX,
             Kind::Folder => FOLDER_INDEX,
         });
-        let offset = after.map(|after| index.clone().join(after));
-        let listed = match &offset {
-            Some(offset) => self.store.list_with_offset(Some(&index), offset),
-            None => self.store.list(Some(&index)),
+        let listed = match after {
+            Some(after) if self.lists_in_key_order => {
+                self.store.list_with_offset(Some(&index), &index.clone().join(after))
+            }
+            _ if self.lists_in_key_order => self.store.list(Some(&index)),
+            // The index is flat: its delimiter listing is its objects, and
+            // the local disk answers it from `storage::DirectoryMemo` while
+            // the directory is unchanged.
+            _ => {
+                let (store, index) = (self.store.clone(), index.clone());
+                stream::once(async move { store.list_with_delimiter(Some(&index)).await })
+                    .map_ok(|listed| stream::iter(listed.objects.into_iter().map(Ok)))
+                    .try_flatten()
+                    .boxed()
+            }
         };
         let entry = move |object: ObjectMeta| {
             let key = object.location.prefix_match(&index).and_then(|mut parts| {
@@ -328,7 +339,8 @@ pub(super) fn list_files(
 }
 
 /// Merges two streams of entries sorted by key into one; on a tie, the
-/// resource's entry comes first.
+/// resource's entry comes first. The two are pulled together, so their
+/// store listings overlap.
 fn merge_by_key(
     resources: BoxStream<'static, Result<IndexEntry, FolderError>>,
     folders: BoxStream<'static, Result<IndexEntry, FolderError>>,
@@ -336,8 +348,9 @@ fn merge_by_key(
     let state = (resources.peekable(), folders.peekable());
     stream::unfold(state, |(mut resources, mut folders)| async move {
         let take_resource = {
-            let resource = Pin::new(&mut resources).peek().await;
-            let folder = Pin::new(&mut folders).peek().await;
+            // Both at once: the first page of each index is asked for together.
+            let (resource, folder) =
+                futures_util::join!(Pin::new(&mut resources).peek(), Pin::new(&mut folders).peek());
             match (resource, folder) {
                 (None, None) => return None,
                 (Some(Ok(resource)), Some(Ok(folder))) => resource.key <= folder.key,
