@@ -254,10 +254,11 @@ impl<'a> FolderResources<'a> {
         }
         let url = &target.node.url;
         // A resource answers its metadata whichever form names it (listings
-        // give resources URLs ending in `/`).
-        if !url.is_bucket_root()
-            && let Some(marker) = engine.live_marker(&target.node).await?
-        {
+        // give resources URLs ending in `/`). A folder form the access check
+        // found no resource for is listed without asking again (a listing
+        // page then costs the store its index listings alone).
+        let may_be_resource = !url.is_bucket_root() && (!url.is_folder() || target.access_url != *url);
+        if may_be_resource && let Some(marker) = engine.live_marker(&target.node).await? {
             let permissions = permissions_of.of(&target.access_url, location).await?;
             return Ok(Metadata::Resource { url: url.clone(), marker: Box::new(marker), permissions });
         }

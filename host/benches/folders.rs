@@ -53,6 +53,7 @@ use dial_host::folders::{FolderEngine, Node};
 use dial_host::handlers::{Handler, HandlerRegistry, Runtime, RuntimeLimits};
 use dial_host::locks::{InProcessLocks, LockService};
 use dial_host::resource_url::{Intent, ResourceUrl};
+use dial_host::storage::SerializedUpdates;
 use futures_util::stream::{self, StreamExt};
 use instrumented_store::InstrumentedStore;
 use md5::{Digest, Md5};
@@ -60,6 +61,7 @@ use object_store::aws::AmazonS3Builder;
 use object_store::client::{
     ClientOptions, HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService, ReqwestConnector,
 };
+use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use random_bytes::random_bytes;
@@ -88,6 +90,13 @@ const KEEP_ALIVE_GETS: usize = 200;
 const KEEP_ALIVE_WARMUP: usize = 20;
 
 fn main() {
+    // Items named on the command line (after `--`), or all of them.
+    let named: Vec<String> = std::env::args().skip(1).filter(|arg| !arg.starts_with("--")).collect();
+    if let [walk, dir, bound] = &named[..]
+        && walk == "listing-rss-walk"
+    {
+        return listing_rss_walk(dir, bound.parse().unwrap());
+    }
     let started = Instant::now();
     let load_before = load_average();
     println!("## `{COMMAND}`");
@@ -95,8 +104,6 @@ fn main() {
     println!("machine: nproc {}, {}; load average (1/5/15 min) before: {load_before}", nproc(), cpu_model());
     println!();
 
-    // Items named on the command line (after `--`), or all of them.
-    let named: Vec<String> = std::env::args().skip(1).filter(|arg| !arg.starts_with("--")).collect();
     let wanted = |item: &str| named.is_empty() || named.iter().any(|name| name == item);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let handler =
@@ -357,29 +364,40 @@ async fn put_and_get(handler: &Handler, backend: &str, store: Arc<dyn ObjectStor
 async fn listing(handler: &Handler, moto: Option<&services::Moto>) {
     let dir = tempfile::tempdir().unwrap();
     let local = Arc::new(InstrumentedStore::new(local_store(&dir)));
-    listing_on(handler, "local disk (`file://`)", local, None, false).await;
+    let bare: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let memo_off: Arc<dyn ObjectStore> =
+        Arc::new(SerializedUpdates::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap()));
+    listing_on(
+        handler,
+        "local disk (`file://`)",
+        local,
+        Arc::new(InstrumentedStore::new(bare)),
+        Some(memo_off),
+        None,
+        false,
+    )
+    .await;
     if let Some(moto) = moto {
         moto.create_bucket("bench-listing");
         let (store, requests) = counted_s3(moto, "bench-listing");
-        listing_on(
-            handler,
-            "S3 (moto on the same machine)",
-            Arc::new(InstrumentedStore::new(store)),
-            Some(requests),
-            true,
-        )
-        .await;
+        let counting = Arc::new(InstrumentedStore::new(store.clone()));
+        let raw = Arc::new(InstrumentedStore::new(store));
+        listing_on(handler, "S3 (moto on the same machine)", counting, raw, None, Some(requests), true).await;
     }
     v1_listing().await;
 }
 
 /// Item 3 on one store: a folder of 1 000 skills made through the engine;
-/// the raw listing of the index a page needs (the baseline), a warm page,
-/// a cold one, and one after another instance changed 10 of the skills.
+/// the raw listing of the index a page needs through bare `object_store`
+/// (`raw`, the baseline), a warm page, a cold one, and one after another
+/// instance changed 10 of the skills; on the local disk also a warm page
+/// with the directory memo off (`memo_off`, the store without it).
 async fn listing_on(
     handler: &Handler,
     backend: &str,
     counting: Arc<InstrumentedStore>,
+    raw: Arc<InstrumentedStore>,
+    memo_off: Option<Arc<dyn ObjectStore>>,
     http: Option<Arc<AtomicUsize>>,
     in_key_order: bool,
 ) {
@@ -397,6 +415,8 @@ async fn listing_on(
         .await;
     let populate = start.elapsed();
     assert_eq!(created, FOLDER_SKILLS);
+    // A directory the local disk's memo keeps must have settled (2 s).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
 
     let folder = node("bench/listing/");
     let index = folder.paths().index(RESOURCE_INDEX);
@@ -404,16 +424,22 @@ async fn listing_on(
     // each read or listing call.
     let requests = || {
         let (reads, listings) = counting.take_reads();
-        let http = http.as_ref().map_or(reads + listings, |http| http.swap(0, Ordering::SeqCst));
-        (reads, http)
+        let (raw_reads, raw_listings) = raw.take_reads();
+        let calls = reads + listings + raw_reads + raw_listings;
+        let http = http.as_ref().map_or(calls, |http| http.swap(0, Ordering::SeqCst));
+        (reads + raw_reads, http)
     };
     // The raw listing a page needs: the index from its start, as far as a
     // page takes it — the whole index where the store lists in no order.
     let raw_listing = || async {
-        let listed = counting.list(Some(&index));
-        let taken: Vec<_> = if in_key_order { listed.take(PAGE + 1).collect().await } else { listed.collect().await };
-        assert!(taken.len() > PAGE);
+        let taken = if in_key_order {
+            raw.list(Some(&index)).take(PAGE + 1).collect::<Vec<_>>().await.len()
+        } else {
+            raw.list_with_delimiter(Some(&index)).await.unwrap().objects.len()
+        };
+        assert!(taken > PAGE);
     };
+    let memo_off = memo_off.map(|store| Arc::new(engine_on(store).with_listings(&ListingsConfig::default(), false)));
     let page = |engine: Arc<FolderEngine>| {
         let folder = folder.clone();
         async move {
@@ -427,8 +453,11 @@ async fn listing_on(
     let start = Instant::now();
     page(engine.clone()).await;
     let cold = (start.elapsed(), requests());
-    let (mut raw_times, mut page_times) = (vec![], vec![]);
+    let (mut raw_times, mut page_times, mut memo_off_times) = (vec![], vec![], vec![]);
     let (mut raw_counts, mut page_counts) = ((0, 0), (0, 0));
+    if let Some(memo_off) = &memo_off {
+        page(memo_off.clone()).await;
+    }
     for round in 0..LIST_ROUNDS + 1 {
         requests();
         let start = Instant::now();
@@ -439,6 +468,11 @@ async fn listing_on(
         page(engine.clone()).await;
         let page_time = start.elapsed();
         page_counts = requests();
+        if let Some(memo_off) = &memo_off {
+            let start = Instant::now();
+            page(memo_off.clone()).await;
+            memo_off_times.push(start.elapsed());
+        }
         if round > 0 {
             raw_times.push(raw_time);
             page_times.push(page_time);
@@ -471,6 +505,14 @@ async fn listing_on(
         page_counts.1
     );
     println!("| **warm page / raw listing** | **{:.2}×** | | |", warm.as_secs_f64() / raw.as_secs_f64());
+    if !memo_off_times.is_empty() {
+        let memo_off = median(memo_off_times);
+        println!(
+            "| warm page with the directory memo off (`SerializedUpdates` without it) | {} ({:.2}× raw) | 0 | 2 |",
+            ms(memo_off),
+            memo_off.as_secs_f64() / raw.as_secs_f64()
+        );
+    }
     println!("| cold page (cache empty, once) | {} | {} | {} |", ms(cold.0), cold.1.0, cold.1.1);
     println!(
         "| after another instance changed 10 of the page (once) | {} | {} | {} |",
@@ -526,15 +568,18 @@ async fn v1_listing() {
         let page = blobs.list(&folder, false, None, PAGE, &|_| true).await.unwrap();
         assert_eq!(page.items.len(), PAGE);
     };
+    // The baseline: the folder's delimiter listing through bare `object_store`.
+    let raw = Arc::new(InstrumentedStore::new(Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap())));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     page().await;
     let (mut raw_times, mut page_times) = (vec![], vec![]);
     let (mut raw_counts, mut page_counts) = ((0, 0), (0, 0));
     for round in 0..LIST_ROUNDS + 1 {
         counting.take_reads();
         let start = Instant::now();
-        let listed = counting.list_with_delimiter(Some(folder.path())).await.unwrap();
+        let listed = raw.list_with_delimiter(Some(folder.path())).await.unwrap();
         let raw_time = start.elapsed();
-        raw_counts = counting.take_reads();
+        raw_counts = raw.take_reads();
         assert_eq!(listed.objects.len(), FOLDER_SKILLS);
         let start = Instant::now();
         page().await;
@@ -631,11 +676,10 @@ async fn listing_100k(moto: &services::Moto) {
 }
 
 /// Item 3d: the process's RSS while listings fill the marker cache, with
-/// `listings.cache_mib` = 16 versus 0 (the baseline, same run): 4 000
+/// `listings.cache_mib` = 16 and 64 versus 0 (the baseline, same run): 4 000
 /// skills of 100 files each (a 7 KiB marker), every page listed twice.
 async fn listing_rss() {
     const SKILLS: usize = 4000;
-    const BOUND_MIB: usize = 16;
     let dir = tempfile::tempdir().unwrap();
     let store = local_store(&dir);
     let handler = skill_handler().await;
@@ -657,15 +701,50 @@ async fn listing_rss() {
         })
         .await;
     store.put(&node("wide/").paths().folder_marker(), PutPayload::from(template.clone())).await.unwrap();
-    let pid = std::process::id();
     println!("### 3d. Memory of the marker cache — `{COMMAND} -- listing-rss`");
     println!();
-    println!("| `listings.cache_mib` | entries kept | cache's own estimate | process RSS growth over the walk |");
-    println!("|---|---|---|---|");
-    for mib_bound in [0, BOUND_MIB] {
-        let listings = ListingsConfig { cache_mib: mib_bound, ..ListingsConfig::default() };
-        let engine = engine_on(store.clone()).with_listings(&listings, false);
-        let before = memory_of(pid).0;
+    println!(
+        "| `listings.cache_mib` | entries kept | cache's own estimate | RSS growth over the walk | peak RSS growth | \
+         growth − growth with 0 |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let mut baseline = None;
+    for bound in [0, 16, 64] {
+        // Each bound in a process of its own: an allocator warmed by one
+        // would hide what the next one holds.
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["listing-rss-walk", &dir.path().display().to_string(), &bound.to_string()])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let line = String::from_utf8(output.stdout).unwrap();
+        let numbers: Vec<u64> = line.split_whitespace().filter_map(|n| n.parse().ok()).collect();
+        let [entries, bytes, grown, peak] = numbers[..] else { panic!("the walk printed {line:?}") };
+        let over = grown.saturating_sub(*baseline.get_or_insert(grown));
+        println!("| {bound} | {entries} | {} | {} | {} | {} |", mib(bytes), mib(grown), mib(peak), mib(over));
+    }
+    println!();
+    println!(
+        "One marker (100 files) is {:.1} KiB of JSON; {SKILLS} of them in the folder ({} together). Each bound in \
+         a fresh process on the local disk: RSS from /proc before and after walking every page (1 000 a page) \
+         twice; the last column is the growth beyond the uncached walk's, i.e. what the cache holds.",
+        template.len() as f64 / 1024.0,
+        mib((template.len() * SKILLS) as u64)
+    );
+    println!();
+}
+
+/// The child of item 3d: walks every page of `wide/` twice with the marker
+/// cache bounded at `bound` MiB; prints entries, the cache's estimate, RSS
+/// growth and peak RSS growth, in bytes.
+fn listing_rss_walk(dir: &str, bound: usize) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let store = dial_host::backends::open(&format!("file://{dir}"), &Default::default()).unwrap();
+        let listings = ListingsConfig { cache_mib: bound, ..ListingsConfig::default() };
+        let engine = engine_on(store).with_listings(&listings, false);
+        let pid = std::process::id();
+        let (before, peak_before) = memory_of(pid);
         for _ in 0..2 {
             let mut token = None;
             loop {
@@ -677,17 +756,9 @@ async fn listing_rss() {
             }
         }
         let (entries, bytes) = engine.listing_cache_size();
-        let grown = memory_of(pid).0.saturating_sub(before);
-        println!("| {mib_bound} | {entries} | {} | {} |", mib(bytes as u64), mib(grown));
-    }
-    println!();
-    println!(
-        "One marker is {} of JSON ({SKILLS} of them in the folder, {} together); RSS read from /proc before and \
-         after walking every page twice, in this process.",
-        mib(template.len() as u64),
-        mib((template.len() * SKILLS) as u64)
-    );
-    println!();
+        let (after, peak) = memory_of(pid);
+        println!("{entries} {bytes} {} {}", after.saturating_sub(before), peak.saturating_sub(peak_before));
+    });
 }
 
 /// An S3 store on moto whose HTTP requests are counted.

@@ -2,7 +2,7 @@
 //! and p50/p99 latency with the server's peak RSS, on the embedded default
 //! (local disk) and on S3 (moto), for
 //!
-//! - the first page (100) of a folder of 1 000 skills,
+//! - the first page (100) of a folder of 1 000 skills, and of 1 000 v1 files,
 //! - the ZIP of a small skill and of a 5 MiB skill,
 //! - one file of a skill (`…/files/SKILL.md`),
 //! - a whole PUT of a small skill,
@@ -12,7 +12,10 @@
 //! baseline each row is compared with (same run, same clients).
 //!
 //! `cargo bench -p dial-host --bench load` prints Markdown tables for
-//! `docs/benchmarks.md`; `… -- local` or `… -- moto` runs one store.
+//! `docs/benchmarks.md`; `… -- local` or `… -- moto` runs one store, and
+//! `listings` among the arguments only the baseline and the listing rows.
+//! `BENCH_DIAL_HOST_BINARY=<path>` serves from another build (a before/after
+//! in one run).
 
 #[path = "../../tests/services.rs"]
 mod services;
@@ -38,15 +41,17 @@ fn main() {
     println!();
     println!("machine: {} × {}, load average before: {}", nproc(), cpu_model(), load_average());
     println!();
+    println!("server: `{}`", common::binary().display());
+    println!();
     if only.is_empty() || only.iter().any(|a| a == "local") {
-        runtime.block_on(run("local disk (embedded default)", ""));
+        runtime.block_on(run("local disk (embedded default)", "", &only));
     }
     if only.is_empty() || only.iter().any(|a| a == "moto") {
         let Some(moto) = services::moto() else { return };
         moto.create_bucket("load");
         let options: String = moto.storage_options().iter().map(|(k, v)| format!("{k} = {v:?}\n")).collect();
         let storage = format!("[storage]\nurl = \"s3://load\"\n[storage.options]\n{options}");
-        runtime.block_on(run("S3 (moto on the same machine)", &storage));
+        runtime.block_on(run("S3 (moto on the same machine)", &storage, &only));
     }
     println!("load average after: {}", load_average());
 }
@@ -60,19 +65,22 @@ struct Row {
     peak_rss: u64,
 }
 
-async fn run(store: &str, extra: &str) {
+/// `only` holding `listings`: the baseline and the listing rows alone.
+async fn run(store: &str, extra: &str, only: &[String]) {
+    let listings_only = only.iter().any(|a| a == "listings");
     let dir = tempfile::tempdir().unwrap();
     let server = ServerProcess::start(dir.path(), extra);
     let client = reqwest::Client::new();
     let bucket = server.bucket(&client).await;
     let base = format!("{}/v2/skills/{bucket}", server.url);
+    let files = format!("{}/v1/files/{bucket}", server.url);
 
     // The fixtures: 1 000 skills in one folder, a small skill, a 5 MiB one.
     let seeding = Instant::now();
     let seeded = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let seeders: Vec<_> = (0..CLIENTS)
         .map(|_| {
-            let (client, base, seeded) = (client.clone(), base.clone(), seeded.clone());
+            let (client, base, files, seeded) = (client.clone(), base.clone(), files.clone(), seeded.clone());
             tokio::spawn(async move {
                 loop {
                     let i = seeded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -80,6 +88,8 @@ async fn run(store: &str, extra: &str) {
                         break;
                     }
                     put(&client, &format!("{base}/many/skill-{i:04}"), &small_skill(i)).await;
+                    let file = vec![("f.txt".to_string(), format!("file {i}").into_bytes())];
+                    put(&client, &format!("{files}/many/file-{i:04}.txt"), &file).await;
                 }
             })
         })
@@ -97,23 +107,28 @@ async fn run(store: &str, extra: &str) {
     let mut rows = Vec::new();
     let health = format!("{}/health", server.url);
     let listing = format!("{}/v2/metadata/skills/{bucket}/many/?limit=100", server.url);
+    let v1_listing = format!("{}/v1/metadata/files/{bucket}/many/?limit=100", server.url);
     let (small, big, file) = (format!("{base}/small"), format!("{base}/big"), format!("{base}/small/files/SKILL.md"));
     for (name, target) in [
         ("`GET /health` (baseline)", Target::Get(health)),
         ("listing, first page of 1 000 skills", Target::Get(listing)),
+        ("v1 listing, first page of 1 000 files", Target::Get(v1_listing)),
         ("ZIP of a small skill", Target::Get(small)),
         ("ZIP of a 5 MiB skill", Target::Get(big)),
         ("one file (`…/files/SKILL.md`)", Target::Get(file)),
         ("whole PUT of a small skill", Target::Put(base.clone())),
     ] {
+        if listings_only && !(name.contains("listing") || name.contains("/health")) {
+            continue;
+        }
         rows.push(measure(&server, name, target).await);
     }
 
     println!("### {store}");
     println!();
     println!(
-        "{CLIENTS} clients, keep-alive, {DURATION:?} per row after {WARMUP:?} of warm-up; seeding 1 000 skills took \
-         {seeding:.1?}; idle RSS {}",
+        "{CLIENTS} clients, keep-alive, {DURATION:?} per row after {WARMUP:?} of warm-up; seeding 1 000 skills and 1 000 \
+         files took {seeding:.1?}; idle RSS {}",
         mib(idle_rss)
     );
     println!();

@@ -291,6 +291,52 @@ async fn a_warm_v1_listing_reads_only_what_changed() {
     assert_eq!(changed, [0, 1, 2], "the listing shows the new versions at once");
 }
 
+/// A warm v2 listing reads no marker that did not change (issue 28): the
+/// folder's two index listings say which changed; the one other read is
+/// the access check's question whether the folder URL names a resource.
+#[tokio::test]
+async fn a_warm_v2_listing_reads_only_the_markers_that_changed() {
+    const SKILLS: usize = 30;
+    let f = start("").await;
+    let owner = [("Api-Key", OWNER)];
+    let skill = |i: usize| format!("/v2/skills/{}/docs/s{i:02}", f.bucket);
+    let (one, two) = (skill_md("one"), skill_md("two"));
+    for i in 0..SKILLS {
+        assert_eq!(f.client.put_files(&skill(i), &owner, &[("SKILL.md", &one)]).await.status, 200);
+    }
+    let count = |text: &str, operations: &[&str]| {
+        operations
+            .iter()
+            .map(|operation| sample(text, "dial_host_store_operations_total", &[("operation", operation)]))
+            .sum::<f64>()
+    };
+    let listing = format!("/v2/metadata/skills/{}/docs/", f.bucket);
+    let mut reads = Vec::new();
+    let mut listings = Vec::new();
+    let mut shown = Vec::new();
+    for changed in [0, 0, 3] {
+        for i in 0..changed {
+            assert_eq!(f.client.put_files(&skill(i), &owner, &[("SKILL.md", &two)]).await.status, 200);
+        }
+        let before = scrape(&f.client).await;
+        let listed = f.client.get(&listing, &owner).await;
+        assert_eq!(listed.status, 200, "{}", listed.body);
+        let items = listed.json()["items"].as_array().unwrap().clone();
+        assert_eq!(items.len(), SKILLS);
+        shown.push(items.iter().map(|item| item["etag"].to_string()).collect::<Vec<_>>());
+        let after = scrape(&f.client).await;
+        reads.push(count(&after, &["get", "head", "get_ranges"]) - count(&before, &["get", "head", "get_ranges"]));
+        listings
+            .push(count(&after, &["list", "list_with_delimiter"]) - count(&before, &["list", "list_with_delimiter"]));
+    }
+    assert!(reads[0] >= SKILLS as f64, "a cold listing reads every marker: {reads:?}");
+    assert_eq!(reads[1], 1.0, "a warm listing reads no marker, only whether docs/ is a resource: {reads:?}");
+    assert_eq!(reads[2], 4.0, "three changed markers are read again, nothing else: {reads:?}");
+    assert_eq!(listings, [2.0, 2.0, 2.0], "one listing of each index per page");
+    let differ: Vec<usize> = (0..SKILLS).filter(|i| shown[1][*i] != shown[2][*i]).collect();
+    assert_eq!(differ, [0, 1, 2], "the listing shows the new versions at once");
+}
+
 /// `permissions=true` costs one read of the access state per listing, not
 /// one per item: a user's warm listing of a public folder of 20 prompts
 /// reads the public rules three times — the access check of the folder, the

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_util::stream::{self, BoxStream};
 use futures_util::{StreamExt, TryStreamExt};
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
+use object_store::{GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt};
 
 use super::engine::FolderEngine;
 use super::error::FolderError;
@@ -217,25 +217,36 @@ impl FolderEngine {
     }
 
     /// The marker `object` lists, from the cache when it holds that
-    /// version, else read (and kept at the etag the read returned); `None`
-    /// when it was deleted since it was listed.
+    /// version, else read — pinned to the listed version by `If-Match`, so
+    /// it is kept under the etag the listing gives (some stores quote an
+    /// etag in a read's header and not in a listing); a marker changed since
+    /// it was listed is read as it is now, and kept under that read's etag.
+    /// `None` when it was deleted since it was listed.
     async fn indexed_marker(&self, object: &ObjectMeta, kind: Kind) -> Result<Option<IndexedMarker>, FolderError> {
         if let Some(marker) = self.listed.get(object) {
             return Ok(Some(marker));
         }
-        let read = match self.store.get(&object.location).await {
+        let pinned = GetOptions { if_match: object.e_tag.clone(), ..Default::default() };
+        let (read, kept_as) = match self.store.get_opts(&object.location, pinned).await {
+            Err(object_store::Error::Precondition { .. }) => {
+                let read = self.store.get(&object.location).await;
+                let meta = read.as_ref().map_or_else(|_| object.clone(), |read| read.meta.clone());
+                (read, meta)
+            }
+            read => (read, object.clone()),
+        };
+        let read = match read {
             Ok(read) => read,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
             Err(error) => return Err(error.into()),
         };
-        let meta = read.meta.clone();
         let bytes: Bytes = read.bytes().await?;
         let marker = match kind {
             Kind::Resource => IndexedMarker::Resource(Arc::new(parse_json(&object.location, &bytes)?)),
             Kind::Folder => IndexedMarker::Folder(parse_json(&object.location, &bytes)?),
         };
         // Parsed, a marker holds about twice its JSON (strings, map nodes).
-        self.listed.insert(&meta, marker.clone(), 2 * bytes.len());
+        self.listed.insert(&kept_as, marker.clone(), 2 * bytes.len());
         Ok(Some(marker))
     }
 

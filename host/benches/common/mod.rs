@@ -12,12 +12,18 @@ use std::time::Duration;
 /// The project API key every bench server accepts.
 pub const API_KEY: &str = "bench-key";
 
-/// The `dial-host` binary of this build, serving from a scratch directory;
-/// killed on drop.
+/// The `dial-host` binary of this build (or the one `BENCH_DIAL_HOST_BINARY`
+/// names: an earlier build, for a before/after in one run), serving from a
+/// scratch directory; killed on drop.
 pub struct ServerProcess {
     child: Child,
     pub url: String,
     stderr: Arc<Mutex<VecDeque<String>>>,
+}
+
+/// The server binary the benches start.
+pub fn binary() -> std::path::PathBuf {
+    std::env::var_os("BENCH_DIAL_HOST_BINARY").map_or_else(|| env!("CARGO_BIN_EXE_dial-host").into(), Into::into)
 }
 
 impl ServerProcess {
@@ -42,7 +48,7 @@ impl ServerProcess {
             ),
         )
         .unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_dial-host"));
+        let mut command = Command::new(binary());
         command.arg("serve").arg("--config").arg(&config).current_dir(dir).env_remove("RUST_LOG");
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("DIAL_HOST_") {
