@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
+use futures_util::{StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
@@ -73,33 +74,37 @@ pub const DIRECTORY_MEMO_ENTRIES: usize = 100_000;
 /// would leave the directory's time as it was.
 const SETTLED: Duration = Duration::from_secs(2);
 
-/// Delimiter listings of local directories, kept while the directory's
-/// modification time says nothing in it changed. On the local disk that is
-/// certain: every write, copy or rename of an object ends with a rename or
-/// a link into its directory (object_store stages beside the target), and
-/// every delete with an unlink from it, and each of those sets the
-/// directory's time; a listing is kept only when the directory had settled
+/// Listings of local directories, kept while the directory's modification
+/// time says nothing in it changed. On the local disk that is certain:
+/// every write, copy or rename of an object ends with a rename or a link
+/// into its directory (object_store stages beside the target), and every
+/// delete with an unlink from it, and each of those sets the directory's
+/// time; a listing is kept only when the directory had settled
 /// ([`SETTLED`]) before the listing began and did not change while it was
 /// read. A warm listing of a directory of 1 000 objects is then one `stat`
-/// instead of a walk and a `stat` per object — what lets the local disk
-/// answer a listing at the speed of a cache, as a cloud store's listing
-/// answers at the speed of one request. Bounded in entries.
+/// instead of a walk and a `stat` per object.
+///
+/// A directory without subdirectories is listed in key order (its objects
+/// sorted once, when listed), and a flat listing of it (`list`,
+/// `list_with_offset`) clones only the objects the caller pulls — so the
+/// folder engine pages the local disk as it pages S3. Bounded in entries.
 #[derive(Debug)]
 pub struct DirectoryMemo {
-    mapper: LocalFileSystem,
+    local: LocalFileSystem,
     kept: Mutex<KeptListings>,
     max_entries: usize,
 }
 
 #[derive(Debug)]
 struct KeptListings {
-    lru: hashlink::LruCache<std::path::PathBuf, KeptListing>,
+    lru: hashlink::LruCache<std::path::PathBuf, Arc<KeptListing>>,
     entries: usize,
 }
 
+/// A directory's delimiter listing, objects sorted by location.
 #[derive(Debug)]
 struct KeptListing {
-    modified: std::time::SystemTime,
+    modified: Option<std::time::SystemTime>,
     common_prefixes: Vec<Path>,
     objects: Vec<ObjectMeta>,
 }
@@ -111,48 +116,96 @@ impl KeptListing {
 }
 
 impl DirectoryMemo {
-    /// `mapper` maps locations to the file system as the listed store does.
-    pub fn new(mapper: LocalFileSystem, max_entries: usize) -> Self {
+    /// Lists (and maps locations to the file system) through `local`, a
+    /// store on the same directory as the one it serves.
+    pub fn new(local: LocalFileSystem, max_entries: usize) -> Self {
         let kept = KeptListings { lru: hashlink::LruCache::new_unbounded(), entries: 0 };
-        Self { mapper, kept: Mutex::new(kept), max_entries }
+        Self { local, kept: Mutex::new(kept), max_entries }
     }
 
-    async fn list_with_delimiter<S: ObjectStore>(
-        &self,
-        inner: &S,
-        prefix: Option<&Path>,
-    ) -> object_store::Result<ListResult> {
-        let Some(directory) = prefix.and_then(|prefix| self.mapper.path_to_filesystem(prefix).ok()) else {
-            return inner.list_with_delimiter(prefix).await;
-        };
-        let before = modified(&directory).await;
-        if let Some(before) = before
-            && let Some(kept) = self.kept(&directory, before)
-        {
-            return Ok(kept);
-        }
-        let started = std::time::SystemTime::now();
-        let listed = inner.list_with_delimiter(prefix).await?;
-        let settled = before.is_some_and(|before| before + SETTLED < started);
-        if settled && modified(&directory).await == before {
-            self.keep(directory, before.expect("settled"), &listed);
-        }
-        Ok(listed)
-    }
-
-    fn kept(&self, directory: &std::path::Path, modified: std::time::SystemTime) -> Option<ListResult> {
-        let mut kept = self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let listing = kept.lru.get(directory).filter(|listing| listing.modified == modified)?;
-        Some(ListResult {
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        let Some(prefix) = prefix else { return self.local.list_with_delimiter(None).await };
+        let listing = self.listing(prefix).await?;
+        Ok(ListResult {
             common_prefixes: listing.common_prefixes.clone(),
             objects: listing.objects.clone(),
             extensions: Default::default(),
         })
     }
 
-    fn keep(&self, directory: std::path::PathBuf, modified: std::time::SystemTime, listed: &ListResult) {
-        let listing =
-            KeptListing { modified, common_prefixes: listed.common_prefixes.clone(), objects: listed.objects.clone() };
+    /// Every object below `prefix` after `offset`: in key order, cloned as
+    /// pulled, from the kept listing when the directory has no
+    /// subdirectories; else the walk of the whole tree (in no order).
+    fn list(
+        self: Arc<Self>,
+        prefix: Option<&Path>,
+        offset: Option<&Path>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let (Some(prefix), offset) = (prefix.cloned(), offset.cloned()) else {
+            return match offset {
+                Some(offset) => self.local.list_with_offset(None, offset),
+                None => self.local.list(None),
+            };
+        };
+        futures_util::stream::once(async move {
+            let listing = self.listing(&prefix).await?;
+            if !listing.common_prefixes.is_empty() {
+                return Ok(match offset {
+                    Some(offset) => self.local.list_with_offset(Some(&prefix), &offset),
+                    None => self.local.list(Some(&prefix)),
+                });
+            }
+            let start = offset.map_or(0, |offset| listing.objects.partition_point(|object| object.location <= offset));
+            let objects = (start..listing.objects.len()).map(move |index| Ok(listing.objects[index].clone()));
+            Ok::<_, object_store::Error>(futures_util::stream::iter(objects).boxed())
+        })
+        .try_flatten()
+        .boxed()
+    }
+
+    /// The delimiter listing of `prefix`, kept or read (and kept if settled).
+    async fn listing(&self, prefix: &Path) -> object_store::Result<Arc<KeptListing>> {
+        let directory = self.local.path_to_filesystem(prefix).ok();
+        let before = match &directory {
+            Some(directory) => match modified(directory).await {
+                // Nothing there: nothing to walk (a folder without subfolders
+                // has no folder index, and every listing of it asks).
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                    return Ok(Arc::new(KeptListing { modified: None, common_prefixes: vec![], objects: vec![] }));
+                }
+                result => result.ok(),
+            },
+            None => None,
+        };
+        if let (Some(directory), Some(before)) = (&directory, before)
+            && let Some(kept) = self.kept(directory, before)
+        {
+            return Ok(kept);
+        }
+        let started = std::time::SystemTime::now();
+        let mut listed = self.local.list_with_delimiter(Some(prefix)).await?;
+        listed.objects.sort_by(|a, b| a.location.cmp(&b.location));
+        let listing = Arc::new(KeptListing {
+            modified: before,
+            common_prefixes: listed.common_prefixes,
+            objects: listed.objects,
+        });
+        let settled = before.is_some_and(|before| before + SETTLED < started);
+        if let Some(directory) = directory
+            && settled
+            && modified(&directory).await.ok() == before
+        {
+            self.keep(directory, listing.clone());
+        }
+        Ok(listing)
+    }
+
+    fn kept(&self, directory: &std::path::Path, modified: std::time::SystemTime) -> Option<Arc<KeptListing>> {
+        let mut kept = self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.lru.get(directory).filter(|listing| listing.modified == Some(modified)).cloned()
+    }
+
+    fn keep(&self, directory: std::path::PathBuf, listing: Arc<KeptListing>) {
         if listing.entries() > self.max_entries / 4 {
             return;
         }
@@ -168,13 +221,12 @@ impl DirectoryMemo {
     }
 }
 
-/// A directory's modification time (`None` when it cannot be read: not kept).
-async fn modified(directory: &std::path::Path) -> Option<std::time::SystemTime> {
+/// A directory's modification time.
+async fn modified(directory: &std::path::Path) -> std::io::Result<std::time::SystemTime> {
     let directory = directory.to_path_buf();
-    tokio::task::spawn_blocking(move || std::fs::metadata(directory).and_then(|meta| meta.modified()).ok())
+    tokio::task::spawn_blocking(move || std::fs::metadata(directory)?.modified())
         .await
-        .ok()
-        .flatten()
+        .unwrap_or_else(|joined| Err(std::io::Error::other(joined)))
 }
 
 /// What the start-up check found about a store's conditional writes.
@@ -391,7 +443,7 @@ pub async fn check_ready(store: &dyn ObjectStore) -> Result<(), StorageError> {
 pub struct SerializedUpdates<S> {
     inner: S,
     locks: PathLocks,
-    directories: Option<DirectoryMemo>,
+    directories: Option<Arc<DirectoryMemo>>,
 }
 
 impl<S: ObjectStore> SerializedUpdates<S> {
@@ -399,9 +451,9 @@ impl<S: ObjectStore> SerializedUpdates<S> {
         Self { inner, locks: PathLocks::default(), directories: None }
     }
 
-    /// Delimiter listings of unchanged directories answered from `memo`.
+    /// Listings of unchanged directories answered from `memo`.
     pub fn with_directory_memo(mut self, memo: DirectoryMemo) -> Self {
-        self.directories = Some(memo);
+        self.directories = Some(Arc::new(memo));
         self
     }
 
@@ -495,7 +547,10 @@ impl<S: ObjectStore> ObjectStore for SerializedUpdates<S> {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
+        match &self.directories {
+            Some(memo) => memo.clone().list(prefix, None),
+            None => self.inner.list(prefix),
+        }
     }
 
     fn list_with_offset(
@@ -503,12 +558,15 @@ impl<S: ObjectStore> ObjectStore for SerializedUpdates<S> {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
+        match &self.directories {
+            Some(memo) => memo.clone().list(prefix, Some(offset)),
+            None => self.inner.list_with_offset(prefix, offset),
+        }
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
         match &self.directories {
-            Some(memo) => memo.list_with_delimiter(&self.inner, prefix).await,
+            Some(memo) => memo.list_with_delimiter(prefix).await,
             None => self.inner.list_with_delimiter(prefix).await,
         }
     }
@@ -746,6 +804,32 @@ mod tests {
             }
             assert_eq!(list().await, expected, "{change} shows at once");
         }
+        // A directory without subdirectories lists in key order, from the
+        // kept listing, after an offset; one with them, every object below.
+        for name in ["m", "b", "z", "c"] {
+            store.put(&Path::from("flat").join(name), "x".into()).await.unwrap();
+        }
+        settle(&dir.path().join("flat"), Duration::from_secs(10));
+        let flat = |offset: Option<&str>| {
+            let listed = match offset {
+                Some(offset) => store.list_with_offset(Some(&Path::from("flat")), &Path::from("flat").join(offset)),
+                None => store.list(Some(&Path::from("flat"))),
+            };
+            async move {
+                let listed: Vec<ObjectMeta> = listed.try_collect().await.unwrap();
+                listed.into_iter().map(|o| o.location.filename().unwrap().to_string()).collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(flat(None).await, ["b", "c", "m", "z"]);
+        assert_eq!(flat(Some("c")).await, ["m", "z"]);
+        assert_eq!(flat(Some("a")).await, ["b", "c", "m", "z"]);
+        let mut nested: Vec<String> =
+            store.list(Some(&folder)).map_ok(|o| o.location.to_string()).try_collect().await.unwrap();
+        nested.sort();
+        assert_eq!(nested, ["f/a", "f/d", "f/sub/x"], "a directory with subdirectories lists everything below it");
+        let missing: Vec<ObjectMeta> = store.list(Some(&Path::from("none"))).try_collect().await.unwrap();
+        assert!(missing.is_empty());
+
         let etag = |listed: ListResult| {
             listed.objects.into_iter().find(|o| o.location == folder.clone().join("a")).unwrap().e_tag
         };

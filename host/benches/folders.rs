@@ -367,6 +367,7 @@ async fn listing(handler: &Handler, moto: Option<&services::Moto>) {
     let bare: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
     let memo_off: Arc<dyn ObjectStore> =
         Arc::new(SerializedUpdates::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap()));
+    // As the server opens it: the directory memo lists an index in key order.
     listing_on(
         handler,
         "local disk (`file://`)",
@@ -374,7 +375,7 @@ async fn listing(handler: &Handler, moto: Option<&services::Moto>) {
         Arc::new(InstrumentedStore::new(bare)),
         Some(memo_off),
         None,
-        false,
+        true,
     )
     .await;
     if let Some(moto) = moto {
@@ -432,7 +433,9 @@ async fn listing_on(
     // The raw listing a page needs: the index from its start, as far as a
     // page takes it — the whole index where the store lists in no order.
     let raw_listing = || async {
-        let taken = if in_key_order {
+        // Bare object_store: S3 lists in key order and a page stops early;
+        // the local disk lists a directory in no order, so all of it.
+        let taken = if http.is_some() {
             raw.list(Some(&index)).take(PAGE + 1).collect::<Vec<_>>().await.len()
         } else {
             raw.list_with_delimiter(Some(&index)).await.unwrap().objects.len()
@@ -742,7 +745,7 @@ fn listing_rss_walk(dir: &str, bound: usize) {
     runtime.block_on(async {
         let store = dial_host::backends::open(&format!("file://{dir}"), &Default::default()).unwrap();
         let listings = ListingsConfig { cache_mib: bound, ..ListingsConfig::default() };
-        let engine = engine_on(store).with_listings(&listings, false);
+        let engine = engine_on(store).with_listings(&listings, true);
         let pid = std::process::id();
         let (before, peak_before) = memory_of(pid);
         for _ in 0..2 {

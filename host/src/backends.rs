@@ -113,11 +113,13 @@ pub fn supports_cas_natively(url: &str) -> bool {
     url.starts_with("memory://") || url::Url::parse(url).is_ok_and(|parsed| Cloud::of(parsed.scheme()).is_some())
 }
 
-/// Whether the store lists keys in lexicographic order, so a listing can
-/// stop after its page (S3, GCS and Azure list in key order; so does memory;
-/// the local disk lists a directory in no order).
+/// Whether the store lists the keys of a flat prefix in lexicographic order,
+/// so a listing can stop after its page: S3, GCS and Azure do, and so does
+/// memory; the local disk does for a directory without subdirectories
+/// (`storage::DirectoryMemo` sorts it once and keeps it while it is
+/// unchanged) — which the folder indexes listings page over always are.
 pub fn lists_in_key_order(url: &str) -> bool {
-    supports_cas_natively(url)
+    url.starts_with("file://") || supports_cas_natively(url)
 }
 
 /// The cloud backends, by URL scheme (the schemes `object_store::ObjectStoreScheme` maps to each).
