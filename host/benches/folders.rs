@@ -138,7 +138,8 @@ fn main() {
         runtime.block_on(listing(handler, moto.as_ref()));
     }
     if !wanted("listing") && wanted("listing-v1") {
-        runtime.block_on(v1_listing());
+        let moto = services::moto();
+        runtime.block_on(v1_listing(moto.as_ref()));
     }
     if wanted("listing-100k") {
         let moto = services::moto().expect("moto for the 100 000-skill listing: run scripts/test once to install it");
@@ -385,7 +386,7 @@ async fn listing(handler: &Handler, moto: Option<&services::Moto>) {
         let raw = Arc::new(InstrumentedStore::new(store));
         listing_on(handler, "S3 (moto on the same machine)", counting, raw, None, Some(requests), true).await;
     }
-    v1_listing().await;
+    v1_listing(moto).await;
 }
 
 /// Item 3 on one store: a folder of 1 000 skills made through the engine;
@@ -544,13 +545,25 @@ async fn commit_skill(engine: &FolderEngine, handler: &Handler, conditions: &Pre
 
 /// v1: a page of 100 from a folder of 1 000 files, versus the store's
 /// delimiter listing of the folder (what DIAL Core answers from).
-async fn v1_listing() {
+async fn v1_listing(moto: Option<&services::Moto>) {
     let dir = tempfile::tempdir().unwrap();
     let counting = Arc::new(InstrumentedStore::new(local_store(&dir)));
+    // The baseline: the folder's delimiter listing through bare `object_store`.
+    let bare = Arc::new(InstrumentedStore::new(Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap())));
+    v1_listing_on("local disk (`file://`)", counting, bare, true).await;
+    if let Some(moto) = moto {
+        moto.create_bucket("bench-v1-listing");
+        let (store, _) = counted_s3(moto, "bench-v1-listing");
+        let counting = Arc::new(InstrumentedStore::new(store.clone()));
+        v1_listing_on("S3 (moto on the same machine)", counting, Arc::new(InstrumentedStore::new(store)), false).await;
+    }
+}
+
+async fn v1_listing_on(backend: &str, counting: Arc<InstrumentedStore>, raw: Arc<InstrumentedStore>, local: bool) {
     let locks: Arc<dyn LockService> = Arc::new(InProcessLocks::new(&LockConfig::default()));
     let events: Arc<dyn EventBus> = Arc::new(InProcessEvents::new());
     let limits = BlobLimits { max_size: 1 << 20, max_file_size: 1 << 20 };
-    let blobs = BlobService::new(counting.clone(), locks, events, limits, true);
+    let blobs = BlobService::new(counting.clone(), locks, events, limits, local);
     let file = |i: usize| {
         let url = ResourceUrl::parse(&format!("files/bucket1/docs/f{i:04}.txt"), Intent::Write).unwrap();
         BlobTarget::new(url, BucketLocation::User("bench".into())).unwrap()
@@ -571,8 +584,6 @@ async fn v1_listing() {
         let page = blobs.list(&folder, false, None, PAGE, &|_| true).await.unwrap();
         assert_eq!(page.items.len(), PAGE);
     };
-    // The baseline: the folder's delimiter listing through bare `object_store`.
-    let raw = Arc::new(InstrumentedStore::new(Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap())));
     tokio::time::sleep(Duration::from_millis(2500)).await;
     page().await;
     let (mut raw_times, mut page_times) = (vec![], vec![]);
@@ -594,14 +605,12 @@ async fn v1_listing() {
         }
     }
     let (raw, warm) = (median(raw_times), median(page_times));
-    println!(
-        "### 3b. v1: a page of {PAGE} from a folder of {FOLDER_SKILLS} files, local disk — `{COMMAND} -- listing`"
-    );
+    println!("### 3b. v1: a page of {PAGE} from a folder of {FOLDER_SKILLS} files, {backend} — `{COMMAND} -- listing`");
     println!();
     println!("| case | median latency | item reads per page | listings per page |");
     println!("|---|---|---|---|");
     println!(
-        "| raw `list_with_delimiter` of the folder (baseline) | {} | {} | {} |",
+        "| raw `list_with_delimiter` of the folder, bare `object_store` (baseline) | {} | {} | {} |",
         ms(raw),
         raw_counts.0,
         raw_counts.1

@@ -32,6 +32,7 @@ mod folder_ops;
 mod history;
 pub mod journal;
 pub mod layout;
+mod list_ops;
 pub mod listing;
 pub mod marker;
 mod markers;
