@@ -60,13 +60,13 @@ pub fn open_local(url: &str) -> Result<Option<Arc<dyn ObjectStore>>, StorageErro
     std::fs::create_dir_all(path).map_err(|error| StorageError::LocalDir { path: path.into(), error })?;
     // Deletes remove directories they leave empty, as object stores have no directories to leave behind.
     let local = LocalFileSystem::new_with_prefix(path)?.with_automatic_cleanup(true);
-    let directories = DirectoryMemo::new(LocalFileSystem::new_with_prefix(path)?, DIRECTORY_MEMO_ENTRIES);
+    let directories = DirectoryMemo::new(LocalFileSystem::new_with_prefix(path)?, DIRECTORY_MEMO_BYTES);
     Ok(Some(Arc::new(SerializedUpdates::new(local).with_directory_memo(directories))))
 }
 
-/// How many listed entries (objects and subdirectories) a `file://` store's
-/// [`DirectoryMemo`] keeps: at about 150 bytes each, some 15 MB.
-pub const DIRECTORY_MEMO_ENTRIES: usize = 100_000;
+/// The memory a `file://` store's [`DirectoryMemo`] may hold, estimated from
+/// the listings it keeps.
+pub const DIRECTORY_MEMO_BYTES: usize = 64 << 20;
 
 /// A directory modified less than this long before a listing of it began is
 /// not kept: file systems stamp times at a coarse tick (a jiffy on ext4 and
@@ -84,21 +84,24 @@ const SETTLED: Duration = Duration::from_secs(2);
 /// read. A warm listing of a directory of 1 000 objects is then one `stat`
 /// instead of a walk and a `stat` per object.
 ///
-/// A directory without subdirectories is listed in key order (its objects
-/// sorted once, when listed), and a flat listing of it (`list`,
+/// Every listing is in key order: a directory without subdirectories is
+/// sorted once, when listed, and a flat listing of it (`list`,
 /// `list_with_offset`) clones only the objects the caller pulls — so the
-/// folder engine pages the local disk as it pages S3. Bounded in entries.
+/// folder engine pages the local disk as it pages S3; a tree is walked and
+/// sorted. Bounded by the estimated bytes of what it keeps; a directory
+/// larger than a quarter of the bound is not kept (it would push out every
+/// other), so its listings walk it each time.
 #[derive(Debug)]
 pub struct DirectoryMemo {
     local: LocalFileSystem,
     kept: Mutex<KeptListings>,
-    max_entries: usize,
+    max_bytes: usize,
 }
 
 #[derive(Debug)]
 struct KeptListings {
     lru: hashlink::LruCache<std::path::PathBuf, Arc<KeptListing>>,
-    entries: usize,
+    bytes: usize,
 }
 
 /// A directory's delimiter listing, objects sorted by location.
@@ -109,18 +112,30 @@ struct KeptListing {
     objects: Vec<ObjectMeta>,
 }
 
+/// What a kept entry costs besides its strings: `ObjectMeta`'s own fields.
+const KEPT_ENTRY_OVERHEAD: usize = 96;
+
 impl KeptListing {
-    fn entries(&self) -> usize {
-        self.common_prefixes.len() + self.objects.len() + 1
+    /// The memory the listing holds, as near as it can be told.
+    fn bytes(&self) -> usize {
+        let objects: usize = self
+            .objects
+            .iter()
+            .map(|object| {
+                KEPT_ENTRY_OVERHEAD + object.location.as_ref().len() + object.e_tag.as_ref().map_or(0, String::len)
+            })
+            .sum();
+        let prefixes: usize = self.common_prefixes.iter().map(|prefix| 24 + prefix.as_ref().len()).sum();
+        objects + prefixes + KEPT_ENTRY_OVERHEAD
     }
 }
 
 impl DirectoryMemo {
     /// Lists (and maps locations to the file system) through `local`, a
     /// store on the same directory as the one it serves.
-    pub fn new(local: LocalFileSystem, max_entries: usize) -> Self {
-        let kept = KeptListings { lru: hashlink::LruCache::new_unbounded(), entries: 0 };
-        Self { local, kept: Mutex::new(kept), max_entries }
+    pub fn new(local: LocalFileSystem, max_bytes: usize) -> Self {
+        let kept = KeptListings { lru: hashlink::LruCache::new_unbounded(), bytes: 0 };
+        Self { local, kept: Mutex::new(kept), max_bytes }
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
@@ -150,10 +165,15 @@ impl DirectoryMemo {
         futures_util::stream::once(async move {
             let listing = self.listing(&prefix).await?;
             if !listing.common_prefixes.is_empty() {
-                return Ok(match offset {
+                // A tree: walked, and sorted too, so that every listing of
+                // this store is in key order.
+                let walked = match offset {
                     Some(offset) => self.local.list_with_offset(Some(&prefix), &offset),
                     None => self.local.list(Some(&prefix)),
-                });
+                };
+                let mut walked: Vec<ObjectMeta> = walked.try_collect().await?;
+                walked.sort_by(|a, b| a.location.cmp(&b.location));
+                return Ok(futures_util::stream::iter(walked.into_iter().map(Ok)).boxed());
             }
             let start = offset.map_or(0, |offset| listing.objects.partition_point(|object| object.location <= offset));
             let objects = (start..listing.objects.len()).map(move |index| Ok(listing.objects[index].clone()));
@@ -206,17 +226,18 @@ impl DirectoryMemo {
     }
 
     fn keep(&self, directory: std::path::PathBuf, listing: Arc<KeptListing>) {
-        if listing.entries() > self.max_entries / 4 {
+        let bytes = listing.bytes();
+        if bytes > self.max_bytes / 4 {
             return;
         }
         let mut kept = self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        kept.entries += listing.entries();
+        kept.bytes += bytes;
         if let Some(replaced) = kept.lru.insert(directory, listing) {
-            kept.entries -= replaced.entries();
+            kept.bytes -= replaced.bytes();
         }
-        while kept.entries > self.max_entries {
+        while kept.bytes > self.max_bytes {
             let Some((_, evicted)) = kept.lru.remove_lru() else { break };
-            kept.entries -= evicted.entries();
+            kept.bytes -= evicted.bytes();
         }
     }
 }

@@ -281,6 +281,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
             resources = moved.resources,
             folders = moved.folders,
             already_moved = moved.already_moved,
+            left_alone = moved.left_alone,
             "the store's v2 markers are in their folders' indexes now (layout 2)"
         );
     }

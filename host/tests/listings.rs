@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use dial_host::blobs::{BlobLimits, BlobService, BlobTarget};
 use dial_host::buckets::BucketLocation;
 use dial_host::config::{FoldersConfig, HandlersConfig, ListingsConfig, LockConfig};
 use dial_host::etag::Preconditions;
@@ -20,9 +21,11 @@ use dial_host::folders::{FolderEngine, FolderError, ListedNode, Node};
 use dial_host::handlers::{Handler, HandlerRegistry, Runtime, RuntimeLimits};
 use dial_host::locks::{InProcessLocks, LockService};
 use dial_host::resource_url::{Intent, ResourceUrl};
+use dial_host::storage::SerializedUpdates;
 use futures_util::TryStreamExt;
 use futures_util::stream;
 use instrumented_store::InstrumentedStore;
+use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -115,18 +118,30 @@ impl XorShift {
 /// (`#` and `%` are encoded in the store, `$` is not), and one in a folder.
 const NAMES: [&str; 10] = ["a", "a%20b", "a%23b", "a%25b", "a$b", "ab", "A", "%C3%A9", "z-last", "sub/inner"];
 
-async fn cached_listings_agree_with_uncached_ones(in_key_order: bool) {
+/// Two instances `a` and `b` (each on its own store handle: on the local
+/// disk, each with its own directory memo, as two processes would be)
+/// against `reference`, which keeps nothing. `settle`: a directory whose
+/// subdirectories are all made to look settled before each round, so that
+/// the local disk's memo answers until a commit changes them.
+async fn cached_listings_agree_with_uncached_ones(
+    stores: [(Arc<dyn ObjectStore>, bool); 3],
+    settle: Option<&std::path::Path>,
+    seed: u64,
+) {
     let handler = skill_handler().await;
-    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let locks: Arc<dyn LockService> = Arc::new(InProcessLocks::new(&LockConfig::default()));
-    let a = instance(store.clone(), locks.clone(), 10_000, in_key_order);
-    let b = instance(store.clone(), locks.clone(), 10_000, in_key_order);
-    let reference = instance(store, locks, 0, in_key_order);
+    let [(a, a_order), (b, b_order), (reference, reference_order)] = stores;
+    let a = instance(a, locks.clone(), 10_000, a_order);
+    let b = instance(b, locks.clone(), 10_000, b_order);
+    let reference = instance(reference, locks, 0, reference_order);
     let root = folder("p");
-    let mut random = XorShift(0x2028_u64 + u64::from(in_key_order));
+    let mut random = XorShift(seed);
     // What each name was last committed as, by either instance.
     let mut committed: BTreeMap<String, Option<String>> = BTreeMap::new();
     for round in 0..40 {
+        if let Some(settle) = settle {
+            settle_directories(settle);
+        }
         // A few commits and deletes, on either instance, racing a listing on each.
         let mut changes = Vec::new();
         let mut picked = Vec::new();
@@ -208,12 +223,52 @@ async fn cached_listings_agree_with_uncached_ones(in_key_order: bool) {
 
 #[tokio::test]
 async fn cached_listings_agree_with_uncached_ones_on_a_store_listing_in_key_order() {
-    cached_listings_agree_with_uncached_ones(true).await;
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    cached_listings_agree_with_uncached_ones(
+        [(store.clone(), true), (store.clone(), true), (store, true)],
+        None,
+        0x2028,
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn cached_listings_agree_with_uncached_ones_on_a_store_listing_in_no_order() {
-    cached_listings_agree_with_uncached_ones(false).await;
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    cached_listings_agree_with_uncached_ones(
+        [(store.clone(), false), (store.clone(), false), (store, false)],
+        None,
+        0x2029,
+    )
+    .await;
+}
+
+/// The production local disk: two store handles with a directory memo
+/// each (two processes), directories settled before every round so the
+/// memos answer, against the bare local disk without one.
+#[tokio::test]
+async fn cached_listings_agree_with_uncached_ones_on_the_local_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let open = || dial_host::storage::open_local(&url).unwrap().unwrap();
+    let bare: Arc<dyn ObjectStore> =
+        Arc::new(SerializedUpdates::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap()));
+    cached_listings_agree_with_uncached_ones([(open(), true), (open(), true), (bare, false)], Some(dir.path()), 0x2030)
+        .await;
+}
+
+/// Every directory below `root` dated 10 s back, as if it had settled.
+fn settle_directories(root: &std::path::Path) {
+    let at = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(directory) = pending.pop() {
+        for entry in std::fs::read_dir(&directory).unwrap().flatten() {
+            if entry.file_type().unwrap().is_dir() {
+                pending.push(entry.path());
+            }
+        }
+        std::fs::File::open(&directory).unwrap().set_modified(at).unwrap();
+    }
 }
 
 /// A warm page reads no marker; markers changed on another instance are
@@ -329,6 +384,21 @@ async fn a_store_in_the_old_layout_is_moved_to_the_indexes_once() {
         store.delete(&from).await.unwrap();
         moved_back += 1;
     }
+    // A v1 item named like an old marker (v1 groups share the tree) is an
+    // item, not a marker: it stays, whole.
+    let blobs = BlobService::new(
+        store.clone(),
+        Arc::new(InProcessLocks::new(&LockConfig::default())),
+        Arc::new(InProcessEvents::new()),
+        BlobLimits { max_size: 1 << 20, max_file_size: 1 << 20 },
+        false,
+    );
+    let item_url = ResourceUrl::parse("files/bucket1/notes/.dial-folder", Intent::Write).unwrap();
+    let item = BlobTarget::new(item_url, BucketLocation::User("alice".into())).unwrap();
+    let content = Bytes::from_static(b"{\"schemaVersion\": 1, \"createdAt\": 1}");
+    let body = stream::iter(vec![Ok::<_, std::io::Error>(content.clone())]);
+    blobs.put_file(&item, body, Some("application/json"), &Preconditions::default(), None).await.unwrap();
+
     // A migration cut short: one marker already copied, its old one still there.
     let half = &nodes[2];
     store.copy(&half.paths().legacy_resource_marker(), &half.paths().resource_marker()).await.unwrap();
@@ -339,7 +409,7 @@ async fn a_store_in_the_old_layout_is_moved_to_the_indexes_once() {
     assert_eq!(moved.already_moved, 1);
     assert_eq!(moved.folders, 2);
     let left: Vec<Path> = fresh().await.into_iter().filter(|path| path.as_ref().ends_with(".dial-folder")).collect();
-    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(left, [item.path().clone()], "only the v1 item keeps the old marker's name");
     let old_markers = fresh()
         .await
         .into_iter()
@@ -347,7 +417,39 @@ async fn a_store_in_the_old_layout_is_moved_to_the_indexes_once() {
         .count();
     assert_eq!(old_markers, 0);
     assert_eq!(all_pages(&engine, &root, true, 1000).await, before);
+    assert_eq!(moved.left_alone, 1, "{moved:?}");
+    let kept = blobs.download(&item, &Preconditions::default()).await.expect("the v1 item is where it was");
+    drop(kept);
+    assert!(store.head(item.path()).await.is_ok());
     assert_eq!(engine.live_marker(&node("team/one")).await.unwrap().unwrap().history.len(), versions_before);
     assert!(engine.restore(&node("gone")).await.is_ok(), "a tombstone moved is still restorable");
     assert_eq!(engine.migrate_layout().await.unwrap(), None, "the second run does nothing");
+}
+
+/// A node named like an index (allowed before issue 28) cannot be moved
+/// into its parent's index: the migration refuses, naming it, and moves
+/// nothing it would have to undo.
+#[tokio::test]
+async fn a_node_named_like_an_index_stops_the_migration() {
+    let handler = skill_handler().await;
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let locks: Arc<dyn LockService> = Arc::new(InProcessLocks::new(&LockConfig::default()));
+    let engine = instance(store.clone(), locks, 10_000, true);
+    put(&engine, &handler, &node("ok"), "x").await.unwrap();
+    let marker = store.get(&node("ok").paths().resource_marker()).await.unwrap().bytes().await.unwrap();
+    // The old layout's marker of a node `.dial-resources` at the bucket root.
+    let parent = node("").paths().base().clone();
+    store.put(&parent.join(".dial-resources").join(".dial-resource"), marker.into()).await.unwrap();
+    let refused = engine.migrate_layout().await;
+    assert!(matches!(&refused, Err(FolderError::BadRequest(why)) if why.contains("'.dial-resources'")), "{refused:?}");
+    assert!(
+        !store
+            .list(None)
+            .map_ok(|m| m.location.to_string())
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap()
+            .iter()
+            .any(|p| p == LAYOUT_DOCUMENT)
+    );
 }

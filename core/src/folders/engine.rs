@@ -98,12 +98,14 @@ impl FolderEngine {
             type_settings,
             path_limits: PathLimits::default(),
             listed: ListingsConfig::default().new_cache(),
-            lists_in_key_order: false,
+            lists_in_key_order: true,
         }
     }
 
     /// How much of what listings read is kept, and whether the store lists
-    /// keys in order (S3, GCS, Azure and memory do; the local disk does not).
+    /// a flat prefix's keys in order (S3, GCS, Azure and memory do, and so
+    /// does the local disk as `storage::open_local` opens it; `false` only
+    /// for a store wrapped without that promise).
     pub fn with_listings(mut self, bounds: &ListingsConfig, lists_in_key_order: bool) -> Self {
         self.listed = bounds.new_cache();
         self.lists_in_key_order = lists_in_key_order;

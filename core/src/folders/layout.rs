@@ -10,8 +10,9 @@
 //! (`.dial-resources/`, `.dial-folders/`), not inside its own prefix: so one
 //! flat store listing of the index gives every child's marker with its etag,
 //! in key order, pageable with the store's own `start-after` — a listing
-//! page reads no marker it has seen before (`listing_cache`), and a page of
-//! a folder of 100 000 costs what a page of 100 costs. Stores laid out with
+//! page reads no marker it has seen before (`listing_cache`), and on a cloud
+//! store a page of a folder of 100 000 costs what a page of 100 costs (the
+//! local disk reads a directory whole, kept while it is unchanged). Stores laid out with
 //! the markers inside (`<name>/.dial-resource`, before issue 28) are moved
 //! once at start-up ([`super::migrate`]).
 //!
@@ -73,7 +74,8 @@ impl NodePaths {
         self.base.clone().join(index)
     }
 
-    /// Where the resource marker was before issue 28 (read by the migration).
+    /// Where the resource marker was before issue 28 (the migration finds
+    /// such markers by name; its tests write them here).
     pub fn legacy_resource_marker(&self) -> Path {
         self.base.clone().join(RESOURCE_MARKER)
     }

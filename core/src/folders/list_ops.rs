@@ -96,13 +96,19 @@ impl FolderEngine {
             entries.map_ok(|entry| async move { self.classify(node, entry).await }).try_buffered(LISTING_READ_AHEAD);
         let mut items: Vec<ListedNode> = Vec::new();
         let mut next_token = None;
+        // The last live resource met, shown or not: a name both a live
+        // resource and a folder is the resource (a hidden one hides both).
+        let mut last_resource: Option<String> = None;
         while let Some(listed) = classified.next().await {
             let Some(listed) = listed? else { continue };
-            // A name both a live resource and a folder lists as the resource.
-            let shadowed = matches!(listed, ListedNode::Folder { .. })
-                && items.last().is_some_and(|last| {
-                    matches!(last, ListedNode::Resource { .. }) && last.url().name() == listed.url().name()
-                });
+            let name = listed.url().name().map(str::to_owned);
+            let shadowed = match listed {
+                ListedNode::Resource { .. } => {
+                    last_resource.clone_from(&name);
+                    false
+                }
+                _ => name.is_some() && last_resource == name,
+            };
             if shadowed || !shows(listed.url()) {
                 continue;
             }
@@ -116,9 +122,10 @@ impl FolderEngine {
     }
 
     /// The entries of one index of `node` after the name `after`, in key
-    /// order: streamed from `start-after` where the store lists in key
-    /// order, else listed whole and sorted (the local disk lists a
-    /// directory in no order; reading it whole is what it costs anyway).
+    /// order: streamed from `start-after` where the store lists in key order
+    /// (every store the host opens), else listed whole and sorted (a store
+    /// wrapped without that promise: `SerializedUpdates` on the bare local
+    /// disk, which the benches compare against).
     fn index_entries(
         &self,
         node: &Node,
@@ -134,9 +141,7 @@ impl FolderEngine {
                 self.store.list_with_offset(Some(&index), &index.clone().join(after))
             }
             _ if self.lists_in_key_order => self.store.list(Some(&index)),
-            // The index is flat: its delimiter listing is its objects, and
-            // the local disk answers it from `storage::DirectoryMemo` while
-            // the directory is unchanged.
+            // The index is flat: its delimiter listing is its objects.
             _ => {
                 let (store, index) = (self.store.clone(), index.clone());
                 stream::once(async move { store.list_with_delimiter(Some(&index)).await })

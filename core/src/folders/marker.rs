@@ -1,5 +1,6 @@
-//! The markers that make a folder a DIAL resource (`.dial-resource`) or a
-//! DIAL folder (`.dial-folder`), and the aggregate etag.
+//! The markers that make a prefix a DIAL resource or a DIAL folder — kept in
+//! the parent's index, `.dial-resources/<name>` and `.dial-folders/<name>`
+//! (see `layout.rs`) — and the aggregate etag.
 //!
 //! A resource marker is the single source of truth for its resource: its
 //! state, the version subtree it points to, the file manifest (so listing
@@ -16,7 +17,10 @@ use serde::{Deserialize, Serialize};
 use crate::handlers::Problem;
 use crate::hashing::{hex, md5_hex};
 
+/// A version's snapshot of its marker (`v/<version>/.dial-resource`), and
+/// where a resource's marker was before issue 28.
 pub const RESOURCE_MARKER: &str = ".dial-resource";
+/// Where a folder's marker was before issue 28.
 pub const FOLDER_MARKER: &str = ".dial-folder";
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -36,7 +40,7 @@ pub struct FileRecord {
     pub size: u64,
 }
 
-/// The `.dial-resource` document.
+/// A resource's marker document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceMarker {

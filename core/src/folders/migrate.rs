@@ -11,15 +11,15 @@
 //! issue 28 must all be stopped first: they would read and write the old
 //! places (docs/operations.md).
 
-use futures_util::StreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
 
 use super::engine::FolderEngine;
 use super::error::FolderError;
-use super::layout::{VERSIONS_DIR, resource_marker_of};
-use super::marker::{FOLDER_MARKER, RESOURCE_MARKER};
+use super::layout::{FOLDER_INDEX, RESOURCE_INDEX, VERSIONS_DIR, folder_marker_of, resource_marker_of};
+use super::marker::{FOLDER_MARKER, FolderMarker, RESOURCE_MARKER, ResourceMarker};
 use crate::clock::now_ms;
 use crate::locks::LockError;
 
@@ -28,6 +28,8 @@ pub const LAYOUT_DOCUMENT: &str = ".dial-host/layout.json";
 /// The layout with markers in their parent's index.
 pub const INDEXED_LAYOUT: u32 = 2;
 const MIGRATION_LOCK: &str = "layout-migration";
+/// Markers moved at once.
+const MOVES_IN_FLIGHT: usize = 16;
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -44,9 +46,11 @@ pub struct Migration {
     pub folders: usize,
     /// Markers found in both places (a migration cut short): the moved one kept.
     pub already_moved: usize,
+    /// Objects named like a marker that are not one (a v1 item), left as they are.
+    pub left_alone: usize,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 enum Legacy {
     Resource,
     Folder,
@@ -71,12 +75,26 @@ impl FolderEngine {
         if self.layout_is_current().await? {
             return Ok(None);
         }
+        // Moves overlap (a GET, a create-only PUT and a DELETE each), so a
+        // store of 100 000 markers on S3 moves in minutes, not hours.
+        let moves: Vec<Result<Moved, FolderError>> = self
+            .store
+            .list(None)
+            .map_err(FolderError::from)
+            .try_filter_map(|meta| {
+                std::future::ready(Ok(legacy_marker(&meta.location).map(|legacy| (meta.location, legacy))))
+            })
+            .map_ok(|(location, legacy)| async move { self.move_marker(&location, legacy).await })
+            .try_buffer_unordered(MOVES_IN_FLIGHT)
+            .collect()
+            .await;
         let mut moved = Migration::default();
-        let mut listed = self.store.list(None);
-        while let Some(object) = listed.next().await {
-            let location = object?.location;
-            if let Some(legacy) = legacy_marker(&location) {
-                self.move_marker(&location, legacy, &mut moved).await?;
+        for result in moves {
+            match result? {
+                Moved::Resource => moved.resources += 1,
+                Moved::Folder => moved.folders += 1,
+                Moved::Already => moved.already_moved += 1,
+                Moved::NotAMarker | Moved::Gone => moved.left_alone += 1,
             }
         }
         let document = LayoutDocument { layout: INDEXED_LAYOUT, migrated_at: now_ms() };
@@ -97,33 +115,65 @@ impl FolderEngine {
         }
     }
 
-    async fn move_marker(&self, from: &Path, legacy: Legacy, moved: &mut Migration) -> Result<(), FolderError> {
+    async fn move_marker(&self, from: &Path, legacy: Legacy) -> Result<Moved, FolderError> {
         let mut parts: Vec<_> = from.parts().collect();
         parts.pop();
+        // A node the new layout reserves the name of would land inside its
+        // parent's index: the operator renames it with the old version first.
+        if let Some(name) = parts.last().map(|part| part.as_ref().to_string())
+            && (name == RESOURCE_INDEX || name == FOLDER_INDEX)
+        {
+            return Err(FolderError::BadRequest(format!(
+                "{from}: a resource or folder named '{name}' cannot be moved to the indexed layout (the name is \
+                 reserved now); rename it with the previous version of dial-host, then start this one"
+            )));
+        }
         let base = Path::from_iter(parts);
         let to = match legacy {
             Legacy::Resource => resource_marker_of(&base),
-            Legacy::Folder => super::layout::folder_marker_of(&base),
+            Legacy::Folder => folder_marker_of(&base),
         };
         let bytes = match self.store.get(from).await {
             Ok(read) => read.bytes().await?,
-            Err(object_store::Error::NotFound { .. }) => return Ok(()),
+            Err(object_store::Error::NotFound { .. }) => return Ok(Moved::Gone),
             Err(error) => return Err(error.into()),
         };
-        let create = PutOptions { mode: PutMode::Create, ..Default::default() };
-        match self.store.put_opts(&to, PutPayload::from(bytes), create).await {
-            Ok(_) => match legacy {
-                Legacy::Resource => moved.resources += 1,
-                Legacy::Folder => moved.folders += 1,
-            },
-            Err(object_store::Error::AlreadyExists { .. }) => moved.already_moved += 1,
-            Err(error) => return Err(error.into()),
+        // Only a marker moves: a v1 item named like one (its group's items
+        // share the tree) ends with its metadata trailer, never parses as
+        // the bare JSON document a marker is, and stays where it is.
+        let is_marker = match legacy {
+            Legacy::Resource => serde_json::from_slice::<ResourceMarker>(&bytes).is_ok(),
+            Legacy::Folder => serde_json::from_slice::<FolderMarker>(&bytes).is_ok(),
+        };
+        if !is_marker {
+            return Ok(Moved::NotAMarker);
         }
+        let create = PutOptions { mode: PutMode::Create, ..Default::default() };
+        let moved = match self.store.put_opts(&to, PutPayload::from(bytes), create).await {
+            Ok(_) => match legacy {
+                Legacy::Resource => Moved::Resource,
+                Legacy::Folder => Moved::Folder,
+            },
+            Err(object_store::Error::AlreadyExists { .. }) => Moved::Already,
+            Err(error) => return Err(error.into()),
+        };
         match self.store.delete(from).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(moved),
             Err(error) => Err(error.into()),
         }
     }
+}
+
+/// What became of one old marker.
+enum Moved {
+    Resource,
+    Folder,
+    /// Found in both places (a migration cut short): the moved one kept.
+    Already,
+    /// Named like a marker, but not one (a v1 item).
+    NotAMarker,
+    /// Gone since it was listed.
+    Gone,
 }
 
 /// A marker of the old layout at `location`: `<node>/.dial-resource` or

@@ -1,7 +1,7 @@
 //! The folder-resource engine (v2): DIAL resources that are folders of files,
 //! typed by a handler, and DIAL folders that group them.
 //!
-//! - [`marker`]: `.dial-resource` / `.dial-folder` documents, aggregate etag.
+//! - [`marker`]: the resource and folder marker documents, aggregate etag.
 //! - [`layout`]: where nodes, markers and version subtrees live in the store.
 //! - [`names`]: reserved names and file-path rules.
 //! - [`node`]: the node a request addresses (paths, lock keys, ancestors).
@@ -14,7 +14,9 @@
 //!   only commit point. [`file_ops`] (single-file changes) and [`folder_ops`]
 //!   (DIAL folders) add their operations to it.
 //! - `history`: making a retained version current, dropping one.
-//! - [`listing`]: children, recursive listings, a version's files.
+//! - `list_ops`: folder listings from the folder indexes, with the marker
+//!   cache; [`listing`]: what they answer, and a version's files.
+//! - [`migrate`]: the one-time move of a store laid out before the indexes.
 //! - [`archive`]: the streamed ZIP of a resource.
 //! - [`journal`]: what may become garbage; [`sweep`]: what the sweep does with it.
 //!
