@@ -9,6 +9,7 @@ pub mod openai;
 mod upload;
 
 use std::collections::HashMap;
+use std::time::UNIX_EPOCH;
 
 use axum::body::Body;
 use axum::http::{StatusCode, header};
@@ -164,20 +165,9 @@ fn described(version: &SkillVersion, metadata: &indexmap::IndexMap<String, Strin
 
 /// RFC 3339 in UTC with microseconds, from Unix milliseconds.
 fn rfc3339(ms: i64) -> String {
-    let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let (hours, minutes) = (ms_of_day / 3_600_000, ms_of_day / 60_000 % 60);
-    let (seconds, millis) = (ms_of_day / 1000 % 60, ms_of_day % 1000);
-    format!("{year:04}-{month:02}-{day:02}T{hours:02}:{minutes:02}:{seconds:02}.{millis:03}000Z")
+    let since_epoch = std::time::Duration::from_millis(ms.unsigned_abs());
+    let at = if ms >= 0 { UNIX_EPOCH + since_epoch } else { UNIX_EPOCH - since_epoch };
+    humantime::format_rfc3339_micros(at).to_string()
 }
 
 #[cfg(test)]
