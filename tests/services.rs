@@ -546,6 +546,35 @@ impl Drop for RedisSentinel {
     }
 }
 
+/// Debian's `chromedriver` (package `chromium-driver`) on a free port, driving Debian's `chromium`
+/// (package `chromium`): the browser tests' WebDriver. Nothing downloads a browser build.
+pub struct ChromeDriver {
+    /// `http://127.0.0.1:<port>`, the WebDriver endpoint.
+    pub url: String,
+    /// The Chromium binary sessions start.
+    pub chromium: PathBuf,
+    _process: Service,
+}
+
+pub fn chromedriver() -> Option<ChromeDriver> {
+    let (Some(driver), Some(chromium)) = (find_on_path("chromedriver"), find_on_path("chromium")) else {
+        return missing(
+            "chromium and chromedriver",
+            "run scripts/test, which installs them, or: apt-get install chromium chromium-driver",
+        );
+    };
+    let process = Service::start(
+        "chromedriver",
+        |port| {
+            let mut command = Command::new(&driver);
+            command.args([format!("--port={port}"), "--allowed-ips=127.0.0.1".into()]);
+            command
+        },
+        http_answers,
+    );
+    Some(ChromeDriver { url: format!("http://127.0.0.1:{}", process.port), chromium, _process: process })
+}
+
 /// `None` with a note, or under `CI=true` a panic: CI must fail rather than skip.
 fn missing<T>(service: &str, install: &str) -> Option<T> {
     if std::env::var("CI").is_ok_and(|ci| ci == "true") {

@@ -229,15 +229,28 @@ impl<'a> FolderResources<'a> {
 
     /// `GET /v2/metadata/…`: a resource's metadata, a folder's children (in
     /// `public`, what the rules show the caller), or a resource's files.
-    pub async fn metadata(&self, caller: &Caller, raw: &str, page: Page) -> Result<Metadata, CatalogError> {
+    /// `version` names a retained version whose files to list (the files
+    /// listing only).
+    pub async fn metadata(
+        &self,
+        caller: &Caller,
+        raw: &str,
+        page: Page,
+        version: Option<&str>,
+    ) -> Result<Metadata, CatalogError> {
         let target = self.resolve(caller, raw, Intent::Read, Permission::Read).await?;
         let engine = self.catalog.folders;
         let mut permissions_of = self.catalog.node_permissions(caller, page.permissions);
         let location = &target.node.location;
+        let version = named_version(version)?;
         if let Some(dir) = &target.file {
             let url = &target.node.url;
-            let marker =
-                engine.live_marker(&target.node).await?.ok_or_else(|| FolderError::NotFound(url.to_string()))?;
+            let marker = match version {
+                None => {
+                    engine.live_marker(&target.node).await?.ok_or_else(|| FolderError::NotFound(url.to_string()))?
+                }
+                Some(version) => engine.version_for_read(&target.node, version).await?,
+            };
             let token = page.token.as_deref().map(decode_token).transpose()?;
             let listing =
                 engine.list_files(&target.node, &marker, dir, page.recursive, token.as_deref(), page.limit)?;
@@ -251,6 +264,12 @@ impl<'a> FolderResources<'a> {
                 permissions,
                 next_token: listing.next_token.map(encode_token),
             });
+        }
+        if version.is_some() {
+            return Err(CatalogError::Invalid(format!(
+                "version lists a version's files: {}/files/?version=<id>",
+                target.node.item_url()
+            )));
         }
         let url = &target.node.url;
         // A resource answers its metadata whichever form names it (listings

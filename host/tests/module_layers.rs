@@ -98,6 +98,7 @@ const CRATES: &[Crate] = &[
                 "http::hosted_skills::anthropic",
                 "http::hosted_skills::openai",
                 "http::consent",
+                "http::console",
                 "http::deployments",
                 "http::feed",
                 "http::permissions",

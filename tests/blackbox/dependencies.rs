@@ -352,6 +352,20 @@ async fn a_changed_declaration_is_stale_until_the_admin_grants_again() {
     assert_eq!((stale["grantedBy"].clone(), stale["consent"].clone()), ("boss".into(), consent["consent"].clone()));
     let drafts = format!("write:files/{a}/drafts/x.txt");
     assert_eq!(refusal(&f.call(&f.alice, url, &drafts).await).0, 403);
+    // `?declaration=true` (the admin console's stale diff) adds today's declaration, in the approved form.
+    let path = format!("/v1/consent/{url}/admin-consent?declaration=true");
+    let with_declaration = f.client().get(&path, &f.boss.auth()).await.json();
+    assert_eq!(with_declaration["consent"], consent["consent"], "{with_declaration}");
+    assert_eq!(
+        with_declaration["declaration"],
+        json!({"resources": [{"url": "files/{current-user}/drafts/", "access": ["READ", "WRITE"], "linkId": LINK,
+                              "required": true}]})
+    );
+    assert!(stale.get("declaration").is_none(), "DIAL's shape without the parameter: {stale}");
+    let bad = f.client().get(&format!("/v1/consent/{url}/admin-consent?declaration=maybe"), &f.boss.auth()).await;
+    assert_eq!((bad.status, bad.body.as_str()), (400, "declaration must be true or false"));
+    let as_user = f.client().get(&path, &f.alice.auth()).await;
+    assert_eq!(as_user.status, 403, "{}", as_user.body);
 
     f.grant(url).await;
     assert_eq!(status(&f.call(&f.alice, url, &drafts).await, &drafts), 200);

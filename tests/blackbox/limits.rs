@@ -4,10 +4,9 @@
 //! resident set size (`VmHWM`) around the request.
 
 use bytes::Bytes;
-use md5::{Digest, Md5};
 use serde_json::Value;
 
-use crate::support::{Client, Server, Setup};
+use crate::support::{Client, Server, Setup, md5_hex};
 
 const OWNER: &str = "owner-key";
 const BOUNDARY: &str = "bounded-test-boundary";
@@ -59,10 +58,6 @@ impl Fixture {
 fn endless(prefix: &str, filler: u8, mib: usize) -> Vec<Bytes> {
     let block = Bytes::from(vec![filler; 1 << 20]);
     std::iter::once(Bytes::from(prefix.to_string())).chain(std::iter::repeat_n(block, mib)).collect()
-}
-
-fn md5_hex(bytes: &[u8]) -> String {
-    Md5::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@ mod backends;
 mod cli;
 mod cluster;
 mod connections;
+mod console;
 mod dependencies;
 mod deployments;
 mod dial_sdk;

@@ -399,6 +399,12 @@ impl JwtUser {
     }
 }
 
+/// The MD5 of `bytes` in hex: a file's etag (content-derived, as DIAL's).
+pub fn md5_hex(bytes: &[u8]) -> String {
+    use md5::Digest;
+    md5::Md5::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// The entries of a ZIP, sorted by name.
 pub fn unzip(bytes: &[u8]) -> Vec<(String, Vec<u8>)> {
     use std::io::Read;

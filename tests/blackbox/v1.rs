@@ -2,10 +2,9 @@
 //! end to end: uploads and downloads, JSON documents, applications,
 //! conditional requests, listings, limits, access.
 
-use md5::{Digest, Md5};
 use serde_json::{Value, json};
 
-use crate::support::{Reply, Server, Setup};
+use crate::support::{Reply, Server, Setup, md5_hex};
 
 const OWNER: &str = "owner-key";
 const OTHER: &str = "other-key";
@@ -111,10 +110,6 @@ async fn send(request: reqwest::RequestBuilder) -> Reply {
     let bytes = response.bytes().await.expect("body").to_vec();
     let body = String::from_utf8_lossy(&bytes).into_owned();
     Reply { status, headers, body, bytes }
-}
-
-fn md5_hex(bytes: &[u8]) -> String {
-    Md5::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn names(listing: &Value) -> Vec<(String, String)> {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::sharing::Fixture;
-use crate::support::{JwtUser as User, Reply, unzip};
+use crate::support::{JwtUser as User, Reply, md5_hex, unzip};
 
 /// Sweep every second with a one-second grace, so dropped versions go fast.
 const FAST_SWEEP: &str = "[folders]\ngrace_seconds = 1\ngc_interval_seconds = 1\n";
@@ -106,8 +106,29 @@ async fn versions_are_listed_newest_first_read_by_id_and_restored_as_a_new_commi
     let current = f.get(&f.alice, &format!("/v2/skills/{a}/s/files/notes.txt")).await;
     assert_eq!(current.body, "third", "reading an old version changes nothing");
 
+    // A retained version's files are listed as the current one's are, with their sizes and hashes (the
+    // admin console's comparison of two versions); `version` on any other metadata is a 400 naming the
+    // listing that takes it.
+    let listing = f.get(&f.alice, &format!("/v2/metadata/skills/{a}/s/files/?recursive=true&version={}", ids[2])).await;
+    assert_eq!(listing.status, 200, "{}", listing.body);
+    let items = listing.json()["items"].as_array().unwrap().clone();
+    let notes = items.iter().find(|item| item["name"] == "notes.txt").expect("notes.txt listed");
+    assert_eq!(notes["contentLength"], "first".len());
+    assert_eq!(notes["etag"], md5_hex(b"first"));
+    let now = f.get(&f.alice, &format!("/v2/metadata/skills/{a}/s/files/?recursive=true")).await.json();
+    let current_notes =
+        now["items"].as_array().unwrap().iter().find(|item| item["name"] == "notes.txt").unwrap().clone();
+    assert_eq!(current_notes["contentLength"], "third".len(), "without version, the current one's");
+    let not_files = f.get(&f.alice, &format!("/v2/metadata/skills/{a}/s?version={}", ids[2])).await;
+    assert_eq!(not_files.status, 400, "{}", not_files.body);
+    assert!(not_files.body.contains(&format!("skills/{a}/s/files/?version=<id>")), "{}", not_files.body);
+
     // An unknown version is a 404 that names it; an empty one a 400.
-    for path in [format!("/v2/skills/{a}/s?version=nope"), format!("/v2/skills/{a}/s/files/notes.txt?version=nope")] {
+    for path in [
+        format!("/v2/skills/{a}/s?version=nope"),
+        format!("/v2/skills/{a}/s/files/notes.txt?version=nope"),
+        format!("/v2/metadata/skills/{a}/s/files/?version=nope"),
+    ] {
         let reply = f.get(&f.alice, &path).await;
         assert_eq!(reply.status, 404, "{path}");
         assert!(reply.body.contains("Version nope not found"), "{}", reply.body);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -92,6 +92,20 @@ pub struct AdminConsentState {
     consented: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stale: Option<bool>,
+    /// With `?declaration=true` only (the admin console's diff): the
+    /// declaration as it is now, in the form a grant would approve it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    declaration: Option<ApprovedDeclaration>,
+}
+
+/// `GET /v1/consent/{id}/admin-consent?declaration=true` adds today's
+/// declaration; without it the answer is DIAL's shape exactly.
+#[derive(Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AdminConsentQuery {
+    /// Add `declaration`: what the application declares now.
+    #[serde(default)]
+    declaration: bool,
 }
 
 impl AdminConsentState {
@@ -102,16 +116,25 @@ impl AdminConsentState {
             granted_at: Some(record.granted_at),
             consented: live,
             stale: Some(!live),
+            declaration: None,
         }
     }
 }
 
 /// `/v1/consent/{id}` and `/v1/consent/{id}/admin-consent` share one route
 /// (`{id}` may hold `/`); each method dispatches on the path's subject.
-pub async fn get(State(state): State<AppState>, caller: Caller, uri: Uri) -> Result<Response, ApiError> {
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    query: Result<Query<AdminConsentQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
     Ok(match subject(&uri)? {
         Subject::User(id) => Json(user_get(&state, &caller, &id).await?).into_response(),
-        Subject::Admin(id) => Json(admin_get(&state, &caller, &id).await?).into_response(),
+        Subject::Admin(id) => {
+            let Query(query) = query.map_err(|_| ApiError::bad_request("declaration must be true or false"))?;
+            Json(admin_get(&state, &caller, &id, query).await?).into_response()
+        }
     })
 }
 
@@ -153,21 +176,33 @@ pub async fn user_get(state: &AppState, caller: &Caller, id: &str) -> Result<Use
 /// `GET /v1/consent/{id}/admin-consent`: tri-state — not consented;
 /// consented and live; stale (the declaration changed since).
 #[utoipa::path(get, path = "/v1/consent/{deployment}/admin-consent", tag = "consent",
-    params(("deployment" = String, Path, description = "The application's deployment id")),
+    params(("deployment" = String, Path, description = "The application's deployment id"), AdminConsentQuery),
     responses((status = 200, description = "The admin consent's state, with the record as approved", body = AdminConsentState)))]
-pub async fn admin_get(state: &AppState, caller: &Caller, id: &str) -> Result<AdminConsentState, ApiError> {
+pub async fn admin_get(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    query: AdminConsentQuery,
+) -> Result<AdminConsentState, ApiError> {
     let app = admin_app(state, caller, id, "admin_consent_read").await?;
-    let Some(record) = state.consent().admin(id).await? else {
-        return Ok(AdminConsentState {
+    let mut answer = match state.consent().admin(id).await? {
+        Some(record) => {
+            let live = is_live(&record, &app.resource_dependencies);
+            AdminConsentState::of(record, live)
+        }
+        None => AdminConsentState {
             consent: None,
             granted_by: None,
             granted_at: None,
             consented: false,
             stale: None,
-        });
+            declaration: None,
+        },
     };
-    let live = is_live(&record, &app.resource_dependencies);
-    Ok(AdminConsentState::of(record, live))
+    if query.declaration {
+        answer.declaration = Some(snapshot(&app.resource_dependencies));
+    }
+    Ok(answer)
 }
 
 /// `POST /v1/consent/{id}` `{"consent": {…}}`: the user accepts.

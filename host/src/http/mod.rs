@@ -1,6 +1,7 @@
 //! The HTTP surface: DIAL-compatible routes over the host's services.
 
 mod consent;
+mod console;
 mod deployments;
 pub mod error;
 pub mod extract;
@@ -37,6 +38,8 @@ pub(crate) fn routes_table() -> Vec<(&'static str, MethodRouter<AppState>)> {
     vec![
         ("/openapi.json", get(openapi::document)),
         ("/health", get(routes::health)),
+        ("/admin", get(console::page)),
+        ("/admin/{asset}", get(console::asset_named)),
         ("/ready", get(routes::ready)),
         ("/metrics", get(routes::metrics)),
         ("/v1/bucket", get(routes::bucket)),

@@ -22,7 +22,7 @@ use utoipa::openapi::{Content, OpenApi as Document, PathItem, RefOr, Response};
 use utoipa::{Modify, OpenApi, PartialSchema};
 
 use super::hosted_skills::{anthropic, openai};
-use super::{consent, deployments, feed, permissions, publication, resource_ops, routes, sharing, v1, v2};
+use super::{consent, console, deployments, feed, permissions, publication, resource_ops, routes, sharing, v1, v2};
 
 /// Paths one handler serves besides the one its attribute documents:
 /// `(documented, also, suffix of the copies' operation ids)`. A copy keeps
@@ -52,6 +52,8 @@ const ALSO_SERVED: [(&str, &str, &str); 7] = [
     paths(
         document,
         routes::health,
+        console::page,
+        console::asset_named,
         routes::ready,
         routes::metrics,
         routes::bucket,

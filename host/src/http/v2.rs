@@ -308,11 +308,12 @@ pub async fn metadata(
     uri: Uri,
     headers: HeaderMap,
     query: ListingQuery,
+    Query(version): Query<VersionQuery>,
 ) -> Result<Response, ApiError> {
     let ListingQuery { limit, token, recursive, permissions } = query;
     let page = Page { limit, token, recursive, permissions };
     let raw = raw_path(&uri, "/v2/metadata/");
-    let metadata = state.folder_resources().metadata(&caller, raw, page).await?;
+    let metadata = state.folder_resources().metadata(&caller, raw, page, version.version.as_deref()).await?;
     Ok(match metadata {
         files @ Metadata::Files { .. } => list_files(&headers, files),
         other => metadata_response(&headers, &metadata_node(other)),
@@ -330,11 +331,13 @@ pub async fn metadata(
         ("limit" = Option<usize>, Query, minimum = 0, maximum = 1000, description = "Page size (0–1000, default 100)"),
         ("token" = Option<String>, Query, description = "The `nextToken` of the previous page"),
         ("recursive" = Option<bool>, Query, description = "Every file below, without directory nodes"),
-        ("permissions" = Option<bool>, Query, description = "Add the caller's `permissions` (the resource's)")),
+        ("permissions" = Option<bool>, Query, description = "Add the caller's `permissions` (the resource's)"),
+        ("version" = Option<String>, Query, description = "A retained version's files (`GET /v2/versions/…`) instead \
+            of the current one's")),
     responses((status = 200, description = "The folder of files listed, its `items` the files (`ITEM`) and directories \
         (`FOLDER`) in it (typed `application/vnd.dial.metadata+json` when `Accept` names it)",
         content((super::wire::Node = "application/json"), (super::wire::Node = "application/vnd.dial.metadata+json"))),
-        (status = 404, description = "No such resource or directory", body = String, content_type = "text/plain"),))]
+        (status = 404, description = "No such resource, directory or version", body = String, content_type = "text/plain"),))]
 fn list_files(headers: &HeaderMap, files: Metadata) -> Response {
     metadata_response(headers, &metadata_node(files))
 }

@@ -1,0 +1,858 @@
+// The admin console's script. No framework, nothing fetched but this origin's API.
+//
+// It holds the caller's credential in the tab's sessionStorage and calls the documented API routes with it;
+// it has no route or power of its own, so what it shows and does is exactly what the API gives that
+// credential. Everything the API returns (names, SKILL.md, file contents, messages) is put on the page as
+// DOM text through `h()` below, never as HTML.
+'use strict';
+
+(() => {
+  const CREDENTIAL = 'dial-host.console.credential';
+  // DIAL's single-blob resource types; every other type is a handler's folder type (v2).
+  const V1_TYPES = new Set(['files', 'prompts', 'conversations', 'applications']);
+  // Bounds on what one review or comparison fetches and diffs in the page.
+  const MAX_DIFFED_FILES = 60;
+  const MAX_DIFFED_BYTES = 512 * 1024;
+  const MAX_DIFF_CELLS = 4_000_000;
+
+  // ---- DOM -------------------------------------------------------------------------------------------
+
+  /** An element with attributes (`on…` are listeners) and children (strings become text nodes). */
+  function h(tag, attrs, ...children) {
+    const element = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (name.startsWith('on')) element.addEventListener(name.slice(2), value);
+      else if (value === true) element.setAttribute(name, '');
+      else element.setAttribute(name, String(value));
+    }
+    for (const child of children.flat(Infinity)) {
+      if (child === undefined || child === null || child === false) continue;
+      element.append(child instanceof Node ? child : String(child));
+    }
+    return element;
+  }
+
+  function table(headings, rows, attrs) {
+    return h('div', { class: 'table-wrap' },
+      h('table', attrs || {},
+        h('thead', {}, h('tr', {}, headings.map((heading) => h('th', { scope: 'col' }, heading)))),
+        h('tbody', {}, rows.map((cells) => h('tr', {}, cells.map((cell) => h('td', {}, cell)))))));
+  }
+
+  function errorBox(error) {
+    return h('div', { class: 'error', role: 'alert' }, describe(error));
+  }
+
+  function describe(error) {
+    if (error instanceof ApiFailure) {
+      const status = error.status ? `${error.status}` : 'no answer';
+      return `${error.method} ${error.path} → ${status}: ${error.message}`;
+    }
+    return String(error && error.message ? error.message : error);
+  }
+
+  const when = (ms) => (typeof ms === 'number' ? new Date(ms).toISOString().replace('T', ' ').slice(0, 19) + ' UTC' : '—');
+  const bytes = (n) => (typeof n === 'number' ? `${n.toLocaleString('en')} B` : '—');
+  const code = (text) => h('code', {}, text);
+  const stripSlash = (url) => url.replace(/\/+$/, '');
+  const lastSegment = (url) => decodeURIComponent(stripSlash(url).split('/').pop() || url);
+
+  // ---- The API, with the tab's credential --------------------------------------------------------------
+
+  class ApiFailure extends Error {
+    constructor(method, path, status, message, body) {
+      super(message);
+      Object.assign(this, { method, path, status, body });
+    }
+  }
+
+  function credentialHeaders() {
+    const credential = sessionStorage.getItem(CREDENTIAL);
+    if (!credential) return {};
+    // A JWT is three dot-separated parts; anything else is an API key (as the host reads credentials).
+    return credential.split('.').length === 3 ? { Authorization: `Bearer ${credential}` } : { 'Api-Key': credential };
+  }
+
+  /** One API call. `expect`: 'json' (default), 'text' or 'response'. Failures throw an ApiFailure with the
+   *  API's own message. */
+  async function call(method, path, { json, headers = {}, expect = 'json' } = {}) {
+    const init = { method, headers: { ...credentialHeaders(), ...headers }, cache: 'no-store', credentials: 'omit' };
+    if (json !== undefined) {
+      init.body = JSON.stringify(json);
+      init.headers['Content-Type'] = 'application/json';
+    }
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch (error) {
+      throw new ApiFailure(method, path, 0, `the server did not answer (${error.message})`);
+    }
+    if (!response.ok) {
+      const text = (await response.text()).trim();
+      let body;
+      try { body = JSON.parse(text); } catch { body = undefined; }
+      const message = body && typeof body === 'object' && body.error && body.error.message ? body.error.message : text;
+      throw new ApiFailure(method, path, response.status, message || response.statusText, body);
+    }
+    if (expect === 'response') return response;
+    const text = await response.text();
+    if (expect === 'text') return text;
+    return text ? JSON.parse(text) : null;
+  }
+
+  const notFoundAsNull = (error) => {
+    if (error instanceof ApiFailure && error.status === 404) return null;
+    throw error;
+  };
+
+  // ---- Session -------------------------------------------------------------------------------------------
+
+  const session = { admin: false, info: null, bucket: null, handlers: null };
+
+  async function probe() {
+    session.info = await call('GET', '/v1/user/info');
+    session.bucket = (await call('GET', '/v1/bucket')).bucket;
+    try {
+      session.handlers = await call('GET', '/v1/ops/handlers');
+      session.admin = true;
+    } catch (error) {
+      if (!(error instanceof ApiFailure) || error.status !== 403) throw error;
+      session.handlers = null;
+      session.admin = false;
+    }
+  }
+
+  function who() {
+    const info = session.info || {};
+    const claims = info.userClaims || {};
+    const name = info.project ? `key of project ${info.project}` : (claims.sub || claims.email || 'a user');
+    const roles = (info.roles || []).join(', ') || 'none';
+    return [
+      h('span', {}, 'Signed in: ', h('strong', {}, name), h('span', { class: 'muted' }, ` · roles: ${roles}`)),
+      h('span', { class: `badge ${session.admin ? 'ok' : 'warn'}`, id: 'role-badge' }, session.admin ? 'admin' : 'not an admin'),
+      h('button', { type: 'button', id: 'signout', onclick: signOut }, 'Sign out'),
+    ];
+  }
+
+  function signOut() {
+    sessionStorage.removeItem(CREDENTIAL);
+    Object.assign(session, { admin: false, info: null, bucket: null, handlers: null });
+    location.hash = '';
+    start();
+  }
+
+  async function start() {
+    const signin = document.getElementById('signin');
+    const nav = document.getElementById('nav');
+    const whoBox = document.getElementById('who');
+    document.getElementById('view').replaceChildren();
+    document.getElementById('message').replaceChildren();
+    whoBox.replaceChildren();
+    if (!sessionStorage.getItem(CREDENTIAL)) {
+      signin.hidden = false;
+      nav.hidden = true;
+      document.getElementById('credential').focus();
+      return;
+    }
+    try {
+      await probe();
+    } catch (error) {
+      sessionStorage.removeItem(CREDENTIAL);
+      signin.hidden = false;
+      nav.hidden = true;
+      document.getElementById('message').replaceChildren(errorBox(error));
+      return;
+    }
+    signin.hidden = true;
+    nav.hidden = false;
+    for (const link of nav.querySelectorAll('[data-admin]')) link.hidden = !session.admin;
+    whoBox.replaceChildren(...who());
+    if (!session.admin) {
+      document.getElementById('message').replaceChildren(h('p', { class: 'notice', id: 'not-admin' },
+        'This credential is not an admin\'s: the API refuses it the handler list, so the console shows only what ' +
+        'the API gives you (your publications, your resources\' history) and no admin actions.'));
+    }
+    route();
+  }
+
+  // ---- Navigation ------------------------------------------------------------------------------------------
+
+  const VIEWS = {
+    publications: { title: 'Publications', render: viewPublications },
+    applications: { title: 'Applications and consent', render: viewApplications, admin: true },
+    handlers: { title: 'Handlers', render: viewHandlers, admin: true },
+    history: { title: 'Resource history', render: viewHistory },
+  };
+
+  function parseHash() {
+    const [name, query] = location.hash.replace(/^#/, '').split('?');
+    return { name: VIEWS[name] ? name : 'publications', params: new URLSearchParams(query || '') };
+  }
+
+  let rendering = 0;
+
+  async function route() {
+    if (!session.info) return;
+    const { name, params } = parseHash();
+    const view = VIEWS[name];
+    const ticket = ++rendering;
+    for (const link of document.querySelectorAll('#nav a')) {
+      if (link.dataset.view === name) link.setAttribute('aria-current', 'page');
+      else link.removeAttribute('aria-current');
+    }
+    document.title = `${view.title} · dial-host admin console`;
+    const root = h('section', { 'aria-labelledby': 'view-title', id: `view-${name}` },
+      h('h2', { id: 'view-title', tabindex: '-1' }, view.title));
+    const container = document.getElementById('view');
+    container.replaceChildren(root);
+    const body = h('div', { 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Loading…'));
+    root.append(body);
+    try {
+      const content = h('div', {});
+      if (view.admin && !session.admin) {
+        content.append(h('p', { class: 'notice' }, 'Only admins can use this section; the API refuses it to this credential.'));
+      } else {
+        await view.render(content, params);
+      }
+      if (ticket !== rendering) return;
+      body.replaceWith(content);
+    } catch (error) {
+      if (ticket !== rendering) return;
+      body.replaceWith(errorBox(error));
+    }
+  }
+
+  /** A button whose click runs `action`, shows its outcome in `answer` and keeps the page usable meanwhile. */
+  function actionButton(label, attrs, answer, action) {
+    const button = h('button', { type: 'button', ...attrs }, label);
+    button.addEventListener('click', async () => {
+      const buttons = button.closest('.actions') ? button.closest('.actions').querySelectorAll('button') : [button];
+      buttons.forEach((b) => { b.disabled = true; });
+      answer.replaceChildren(h('p', { class: 'muted' }, 'Working…'));
+      try {
+        const outcome = await action();
+        answer.replaceChildren(...[outcome].flat());
+      } catch (error) {
+        answer.replaceChildren(errorBox(error));
+      } finally {
+        buttons.forEach((b) => { b.disabled = false; });
+      }
+    });
+    return button;
+  }
+
+  // ---- Comparing two sets of files -----------------------------------------------------------------------
+
+  /** The files of a v2 resource (a retained version with `version`): path → {href, etag, size}. */
+  async function filesOf(url, version) {
+    const files = new Map();
+    const base = `/v2/metadata/${stripSlash(url)}/files/`;
+    const prefix = `${stripSlash(url)}/files/`;
+    let token = '';
+    do {
+      const query = new URLSearchParams({ recursive: 'true', limit: '1000' });
+      if (token) query.set('token', token);
+      if (version) query.set('version', version);
+      const page = await call('GET', `${base}?${query}`);
+      for (const item of page.items || []) {
+        if (item.nodeType !== 'ITEM') continue;
+        const href = item.url.startsWith(prefix) ? item.url.slice(prefix.length) : item.name;
+        const path = href.split('/').map(decodeURIComponent).join('/');
+        files.set(path, { href, etag: item.etag, size: item.contentLength });
+      }
+      token = page.nextToken || '';
+    } while (token);
+    return files;
+  }
+
+  function splitLines(text) {
+    const lines = text.split(/\r?\n/);
+    if (lines.length > 1 && lines[lines.length - 1] === '') lines.pop();
+    return lines;
+  }
+
+  /** A line diff (longest common subsequence): [{op: ' ' | '-' | '+', text}]. */
+  function lineDiff(before, after) {
+    let start = 0;
+    while (start < before.length && start < after.length && before[start] === after[start]) start++;
+    let endA = before.length;
+    let endB = after.length;
+    while (endA > start && endB > start && before[endA - 1] === after[endB - 1]) { endA--; endB--; }
+    const a = before.slice(start, endA);
+    const b = after.slice(start, endB);
+    const ops = before.slice(0, start).map((text) => ({ op: ' ', text }));
+    if ((a.length + 1) * (b.length + 1) > MAX_DIFF_CELLS) {
+      a.forEach((text) => ops.push({ op: '-', text }));
+      b.forEach((text) => ops.push({ op: '+', text }));
+    } else {
+      const width = b.length + 1;
+      const lcs = new Uint32Array((a.length + 1) * width);
+      for (let i = a.length - 1; i >= 0; i--) {
+        for (let j = b.length - 1; j >= 0; j--) {
+          lcs[i * width + j] = a[i] === b[j] ? lcs[(i + 1) * width + j + 1] + 1
+            : Math.max(lcs[(i + 1) * width + j], lcs[i * width + j + 1]);
+        }
+      }
+      let i = 0;
+      let j = 0;
+      while (i < a.length || j < b.length) {
+        if (i < a.length && j < b.length && a[i] === b[j]) { ops.push({ op: ' ', text: a[i] }); i++; j++; }
+        else if (j < b.length && (i === a.length || lcs[i * width + j + 1] >= lcs[(i + 1) * width + j])) {
+          ops.push({ op: '+', text: b[j] }); j++;
+        } else { ops.push({ op: '-', text: a[i] }); i++; }
+      }
+    }
+    before.slice(endA).forEach((text) => ops.push({ op: ' ', text }));
+    return ops;
+  }
+
+  /** The diff as lines, runs of unchanged lines beyond three of context folded. */
+  function renderDiff(ops, label) {
+    const box = h('div', { class: 'diff', role: 'group', 'aria-label': label });
+    const changed = ops.map((op) => op.op !== ' ');
+    const near = (index) => changed.slice(Math.max(0, index - 3), index + 4).some(Boolean);
+    let folded = 0;
+    const flush = () => {
+      if (folded) box.append(h('div', { class: 'hunk' }, `  … ${folded} unchanged line${folded === 1 ? '' : 's'} …`));
+      folded = 0;
+    };
+    ops.forEach((op, index) => {
+      if (op.op === ' ' && !near(index)) { folded++; return; }
+      flush();
+      const kind = op.op === '+' ? 'add' : op.op === '-' ? 'del' : 'same';
+      box.append(h('div', { class: kind }, `${op.op} ${op.text}`));
+    });
+    flush();
+    if (!changed.some(Boolean)) box.append(h('div', { class: 'hunk' }, '  (no line differs)'));
+    return box;
+  }
+
+  /** A file's content as text, or null when it is binary (not UTF-8, or holding NUL). */
+  async function textOf(path) {
+    const response = await call('GET', path, { expect: 'response' });
+    const buffer = await response.arrayBuffer();
+    try {
+      const text = new TextDecoder('utf-8', { fatal: true }).decode(buffer);
+      return text.includes('\u0000') ? null : text;
+    } catch {
+      return null;
+    }
+  }
+
+  /** Files before (null: nothing there) and after, compared: a table (sizes and MD5 hashes) and, per changed
+   *  text file, its lines. `read(side, file)` fetches one file's text. */
+  async function compareFiles(before, after, read, labels) {
+    const box = h('div', { class: 'comparison' });
+    const paths = [...new Set([...(before ? before.keys() : []), ...after.keys()])].sort();
+    const status = (path) => {
+      const a = before && before.get(path);
+      const b = after.get(path);
+      if (!a) return 'added';
+      if (!b) return 'removed';
+      return a.etag === b.etag && a.size === b.size ? 'unchanged' : 'changed';
+    };
+    const rows = paths.map((path) => {
+      const a = before && before.get(path);
+      const b = after.get(path);
+      const state = status(path);
+      return [code(path), h('span', { class: `badge ${state === 'unchanged' ? 'ok' : state === 'removed' ? 'bad' : 'warn'}` }, state),
+        a ? bytes(a.size) : '—', b ? bytes(b.size) : '—', a ? code(a.etag) : '—', b ? code(b.etag) : '—'];
+    });
+    box.append(table(['File', 'Change', `Size (${labels[0]})`, `Size (${labels[1]})`, `MD5 (${labels[0]})`, `MD5 (${labels[1]})`], rows,
+      { class: 'files-compared' }));
+    const differing = paths.filter((path) => status(path) !== 'unchanged');
+    for (const path of differing.slice(0, MAX_DIFFED_FILES)) {
+      const a = before && before.get(path);
+      const b = after.get(path);
+      const heading = h('h4', {}, code(path));
+      if ((a && a.size > MAX_DIFFED_BYTES) || (b && b.size > MAX_DIFFED_BYTES)) {
+        box.append(heading, h('p', { class: 'muted' }, 'Too large to compare line by line here: sizes and hashes above.'));
+        continue;
+      }
+      const [textA, textB] = await Promise.all([a ? read(0, a) : '', b ? read(1, b) : '']);
+      if (textA === null || textB === null) {
+        box.append(heading, h('p', { class: 'muted' }, 'Binary file: compared by size and hash above.'));
+        continue;
+      }
+      box.append(heading, renderDiff(lineDiff(textA ? splitLines(textA) : [], textB ? splitLines(textB) : []), `Changes in ${path}`));
+    }
+    if (differing.length > MAX_DIFFED_FILES) {
+      box.append(h('p', { class: 'muted' }, `${differing.length - MAX_DIFFED_FILES} more changed files: sizes and hashes above.`));
+    }
+    if (!differing.length) box.append(h('p', { class: 'notice' }, 'The files are identical.'));
+    return box;
+  }
+
+  // ---- Markdown (SKILL.md), rendered as DOM -----------------------------------------------------------------
+
+  function inline(text) {
+    const nodes = [];
+    const pattern = /(`[^`]+`)|(\*\*[^*]+\*\*|__[^_]+__)|(\*[^*\s][^*]*\*|_[^_\s][^_]*_)|\[([^\]]+)\]\(([^)\s]+)\)/g;
+    let last = 0;
+    for (const match of text.matchAll(pattern)) {
+      nodes.push(text.slice(last, match.index));
+      if (match[1]) nodes.push(h('code', {}, match[1].slice(1, -1)));
+      else if (match[2]) nodes.push(h('strong', {}, inline(match[2].slice(2, -2))));
+      else if (match[3]) nodes.push(h('em', {}, inline(match[3].slice(1, -1))));
+      else if (/^(https?:|mailto:)/i.test(match[5])) {
+        nodes.push(h('a', { href: match[5], rel: 'noopener noreferrer', target: '_blank' }, inline(match[4])));
+      } else nodes.push(h('span', {}, inline(match[4]), ' (', h('code', {}, match[5]), ')'));
+      last = match.index + match[0].length;
+    }
+    nodes.push(text.slice(last));
+    return nodes.filter((node) => node !== '');
+  }
+
+  function frontmatter(yaml) {
+    const list = h('dl', { class: 'front', 'aria-label': 'Frontmatter' });
+    let value = null;
+    for (const line of yaml.split(/\r?\n/)) {
+      const field = /^([A-Za-z0-9_-]+):\s*(.*)$/.exec(line);
+      if (field) {
+        value = h('dd', {}, field[2].replace(/^(["'])(.*)\1$/, '$2'));
+        list.append(h('dt', {}, field[1]), value);
+      } else if (value && line.trim()) {
+        value.append(` ${line.trim()}`);
+      }
+    }
+    return list;
+  }
+
+  function renderMarkdown(text) {
+    const root = h('div', { class: 'markdown' });
+    let body = text;
+    const front = /^---\r?\n([\s\S]*?)\r?\n---[ \t]*(\r?\n|$)/.exec(text);
+    if (front) {
+      root.append(frontmatter(front[1]));
+      body = text.slice(front[0].length);
+    }
+    const lines = body.split(/\r?\n/);
+    const isBlockStart = (line) => /^(```|~~~|#{1,6}\s|>|\s*([-*+]|\d+[.)])\s|\|)/.test(line) || /^(\*{3,}|-{3,}|_{3,})\s*$/.test(line);
+    let i = 0;
+    while (i < lines.length) {
+      const line = lines[i];
+      let match;
+      if (!line.trim()) { i++; continue; }
+      if ((match = /^(```|~~~)/.exec(line))) {
+        const fence = match[1];
+        const codeLines = [];
+        for (i++; i < lines.length && !lines[i].startsWith(fence); i++) codeLines.push(lines[i]);
+        i++;
+        root.append(h('pre', {}, h('code', {}, codeLines.join('\n'))));
+      } else if ((match = /^(#{1,6})\s+(.*?)\s*#*\s*$/.exec(line))) {
+        root.append(h(`h${Math.min(6, match[1].length + 3)}`, {}, inline(match[2])));
+        i++;
+      } else if (/^(\*{3,}|-{3,}|_{3,})\s*$/.test(line)) {
+        root.append(h('hr', {}));
+        i++;
+      } else if (/^>/.test(line)) {
+        const quoted = [];
+        for (; i < lines.length && /^>/.test(lines[i]); i++) quoted.push(lines[i].replace(/^>\s?/, ''));
+        root.append(h('blockquote', {}, h('p', {}, inline(quoted.join(' ')))));
+      } else if ((match = /^\s*([-*+]|\d+[.)])\s+/.exec(line))) {
+        const ordered = /\d/.test(match[1]);
+        const list = h(ordered ? 'ol' : 'ul', {});
+        for (; i < lines.length && /^\s*([-*+]|\d+[.)])\s+/.test(lines[i]); i++) {
+          list.append(h('li', {}, inline(lines[i].replace(/^\s*([-*+]|\d+[.)])\s+/, ''))));
+        }
+        root.append(list);
+      } else if (/^\|/.test(line)) {
+        const rows = [];
+        for (; i < lines.length && /^\|/.test(lines[i]); i++) {
+          if (/^\|[\s:|-]+\|?\s*$/.test(lines[i])) continue;
+          rows.push(lines[i].replace(/^\||\|\s*$/g, '').split('|').map((cell) => inline(cell.trim())));
+        }
+        if (rows.length) root.append(table(rows[0], rows.slice(1)));
+      } else {
+        const paragraph = [];
+        for (; i < lines.length && lines[i].trim() && !(paragraph.length && isBlockStart(lines[i])); i++) {
+          paragraph.push(lines[i].trim());
+        }
+        root.append(h('p', {}, inline(paragraph.join(' '))));
+      }
+    }
+    return root;
+  }
+
+  /** The definition file of a folder resource: SKILL.md at its root (else the first Markdown file there). */
+  function definitionFile(files) {
+    if (files.has('SKILL.md')) return 'SKILL.md';
+    return [...files.keys()].find((path) => !path.includes('/') && /\.md$/i.test(path)) || null;
+  }
+
+  // ---- Publications -------------------------------------------------------------------------------------------
+
+  async function viewPublications(root) {
+    const url = session.admin ? 'publications/public/' : `publications/${session.bucket}/`;
+    const { publications } = await call('POST', '/v1/ops/publication/list', { json: { url } });
+    const shown = session.admin ? publications.filter((p) => p.status === 'PENDING') : publications;
+    root.append(h('p', { class: 'muted' }, session.admin
+      ? 'Pending publications from every author, oldest first. Each resource\'s review copy is compared with what is at its target now.'
+      : 'Your publications and their state.'));
+    if (!shown.length) {
+      root.append(h('p', { class: 'notice', id: 'no-publications' },
+        session.admin ? 'No pending publications.' : 'You have no publications.'));
+      return;
+    }
+    shown.sort((a, b) => a.createdAt - b.createdAt);
+    for (const summary of shown) root.append(await publicationCard(summary));
+  }
+
+  async function publicationCard(summary) {
+    const publication = await call('POST', '/v1/ops/publication/get', { json: { url: summary.url } });
+    const card = h('article', { class: 'card publication', 'data-url': publication.url },
+      h('h3', {}, publication.name || lastSegment(publication.url)),
+      h('p', { class: 'muted' }, code(publication.url), ` · by ${publication.author || 'unknown'} · ${when(publication.createdAt)} · `,
+        h('span', { class: 'badge warn' }, publication.status)),
+      h('p', {}, 'Target folder: ', code(publication.targetFolder)));
+    card.append(h('h4', {}, 'Resources'), table(['Action', 'Source', 'Target', 'Review copy'],
+      publication.resources.map((r) => [r.action, r.sourceUrl ? code(r.sourceUrl) : '—', code(r.targetUrl), r.reviewUrl ? code(r.reviewUrl) : '—'])));
+    if (publication.rules && publication.rules.length) {
+      card.append(h('h4', {}, 'Rules on the target folder'), table(['Function', 'Source', 'Targets'],
+        publication.rules.map((rule) => [rule.function, code(rule.source), (rule.targets || []).join(', ')])));
+    } else {
+      card.append(h('p', { class: 'muted' }, 'No rules: the target folder keeps the rules it has.'));
+    }
+    for (const resource of publication.resources) {
+      const details = h('details', { class: 'review', open: true },
+        h('summary', {}, `${resource.action === 'DELETE' ? 'Removes' : 'Review of'} ${lastSegment(resource.targetUrl)}`));
+      try {
+        details.append(await review(resource));
+      } catch (error) {
+        details.append(errorBox(error));
+      }
+      card.append(details);
+    }
+    if (session.admin && publication.status === 'PENDING') {
+      const answer = h('div', { class: 'answer', 'aria-live': 'polite' });
+      const comment = h('input', { type: 'text', class: 'wide', id: `comment-${publication.url}`, placeholder: 'Comment to the author (optional)' });
+      const decide = (verb) => async () => {
+        const body = { url: publication.url };
+        if (comment.value.trim()) body.comment = comment.value.trim();
+        const decided = await call('POST', `/v1/ops/publication/${verb}`, { json: body });
+        const targets = decided.resources.map((r) => h('li', {}, code(r.targetUrl)));
+        return h('div', { class: 'success', role: 'status' },
+          `${verb === 'approve' ? 'Approved' : 'Rejected'}: the publication is ${decided.status}.`,
+          verb === 'approve' ? h('ul', {}, targets) : null);
+      };
+      card.append(h('label', { for: `comment-${publication.url}` }, 'Comment'), ' ', comment,
+        h('div', { class: 'actions' },
+          actionButton('Approve', { class: 'primary approve' }, answer, decide('approve')),
+          actionButton('Reject', { class: 'danger reject' }, answer, decide('reject'))),
+        answer);
+    }
+    return card;
+  }
+
+  /** One resource of a publication: what it adds, against what is at its target now. */
+  async function review(resource) {
+    const box = h('div', {});
+    if (resource.action === 'DELETE') {
+      box.append(h('p', {}, 'Deletes ', code(resource.targetUrl), ' from public.'));
+      return box;
+    }
+    const reviewUrl = stripSlash(resource.reviewUrl || resource.sourceUrl);
+    const targetUrl = stripSlash(resource.targetUrl);
+    const type = targetUrl.split('/')[0];
+    if (V1_TYPES.has(type)) {
+      const [after, before] = await Promise.all([
+        call('GET', `/v1/metadata/${reviewUrl}`),
+        call('GET', `/v1/metadata/${targetUrl}`).catch(notFoundAsNull),
+      ]);
+      box.append(h('p', {}, before ? 'Replaces the resource at the target:' : 'New at the target.'));
+      const one = (meta) => new Map([[lastSegment(targetUrl), { href: '', etag: meta.etag, size: meta.contentLength }]]);
+      const read = (side) => textOf(`/v1/${side ? reviewUrl : targetUrl}`);
+      box.append(await compareFiles(before && one(before), one(after), read, ['public now', 'proposed']));
+      return box;
+    }
+    const [after, before] = await Promise.all([filesOf(reviewUrl), filesOf(targetUrl).catch(notFoundAsNull)]);
+    box.append(h('p', {}, before ? 'Replaces the resource at the target; its files compared:' : 'New at the target.'));
+    const definition = definitionFile(after);
+    if (definition) {
+      const text = await textOf(`/v2/${reviewUrl}/files/${after.get(definition).href}`);
+      box.append(h('h4', {}, definition, ' ', h('span', { class: 'muted' }, '(rendered)')),
+        text === null ? h('p', { class: 'muted' }, 'Not text.') : renderMarkdown(text));
+    }
+    const read = (side, file) => textOf(`/v2/${side ? reviewUrl : targetUrl}/files/${file.href}`);
+    box.append(await compareFiles(before, after, read, ['public now', 'proposed']));
+    return box;
+  }
+
+  // ---- Applications and consent ----------------------------------------------------------------------------
+
+  async function storedApplications(folder) {
+    const listing = await call('GET', `/v1/metadata/${folder}?recursive=true&limit=1000`).catch(notFoundAsNull);
+    return listing ? (listing.items || []).filter((item) => item.nodeType === 'ITEM').map((item) => item.url) : [];
+  }
+
+  async function viewApplications(root) {
+    const cards = h('div', { id: 'application-cards' });
+    const input = h('input', { id: 'deployment-id', class: 'wide', placeholder: 'applications/<bucket>/<path>, or a configured name' });
+    const form = h('form', { 'aria-label': 'Open a deployment' },
+      h('label', { for: 'deployment-id' }, 'Deployment id'), input, h('button', { type: 'submit' }, 'Open'));
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      const id = input.value.trim().replace(/^\/+/, '');
+      if (!id) return;
+      const card = h('div', {});
+      cards.prepend(card);
+      await applicationCard(card, id);
+    });
+    root.append(h('p', { class: 'muted' },
+      'Configured applications, stored ones in public and in your bucket; any other by its deployment id. Admin consent ' +
+      'approves a declaration as it is now; any change to it makes the consent stale until granted again.'), form, cards);
+    const [configured, publicApps, ownApps] = await Promise.all([
+      call('GET', '/openai/applications').then((list) => list.data.map((app) => app.id)),
+      storedApplications('applications/public/'),
+      storedApplications(`applications/${session.bucket}/`),
+    ]);
+    const ids = [...new Set([...configured, ...publicApps, ...ownApps])];
+    if (!ids.length) cards.append(h('p', { class: 'notice' }, 'No applications.'));
+    for (const id of ids) {
+      const card = h('div', {});
+      cards.append(card);
+      await applicationCard(card, id);
+    }
+  }
+
+  const accessText = (record) => (record.access || []).join(', ');
+  const recordKey = (record) => record.linkId || record.url;
+
+  /** Approved snapshot → today's declaration, record by record (by link id). */
+  function declarationChanges(approved, now) {
+    const before = new Map(approved.map((record) => [recordKey(record), record]));
+    const after = new Map(now.map((record) => [recordKey(record), record]));
+    const rows = [];
+    for (const [key, record] of before) {
+      const current = after.get(key);
+      if (!current) { rows.push(['removed', key, code(record.url), '—', accessText(record), '—', String(!!record.required), '—']); continue; }
+      if (current.url !== record.url || accessText(current) !== accessText(record) || !!current.required !== !!record.required) {
+        rows.push(['changed', key, code(record.url), code(current.url), accessText(record), accessText(current),
+          String(!!record.required), String(!!current.required)]);
+      }
+    }
+    for (const [key, record] of after) {
+      if (!before.has(key)) rows.push(['added', key, '—', code(record.url), '—', accessText(record), '—', String(!!record.required)]);
+    }
+    return rows;
+  }
+
+  async function applicationCard(card, id) {
+    card.replaceChildren(h('p', { class: 'muted' }, `Loading ${id}…`));
+    let state;
+    try {
+      state = await call('GET', `/v1/consent/${id}/admin-consent?declaration=true`);
+    } catch (error) {
+      card.replaceChildren(h('article', { class: 'card application', 'data-id': id }, h('h3', {}, id), errorBox(error)));
+      return;
+    }
+    const declared = (state.declaration && state.declaration.resources) || [];
+    const label = state.consented ? 'live' : state.stale ? 'stale' : declared.length ? 'none' : 'nothing declared';
+    const article = h('article', { class: 'card application', 'data-id': id },
+      h('h3', {}, id),
+      h('p', {}, 'Admin consent: ', h('span', { class: `badge consent-state ${label === 'live' ? 'live' : label === 'stale' ? 'stale' : 'none'}` }, label),
+        state.grantedBy ? h('span', { class: 'muted' }, ` · granted by ${state.grantedBy} at ${when(state.grantedAt)}`) : null));
+    if (declared.length) {
+      article.append(h('h4', {}, 'Declared resource dependencies'), table(['Link id', 'Target', 'Access', 'Required'],
+        declared.map((record) => [record.linkId || '—', code(record.url), accessText(record), record.required ? 'yes' : 'no']),
+        { class: 'declaration' }));
+    } else {
+      article.append(h('p', { class: 'muted' }, 'Declares no resource dependencies: nothing to consent to.'));
+    }
+    if (state.stale && state.consent) {
+      article.append(h('h4', {}, 'Changed since the approval'), table(
+        ['Change', 'Link id', 'Target (approved)', 'Target (now)', 'Access (approved)', 'Access (now)', 'Required (approved)', 'Required (now)'],
+        declarationChanges(state.consent.resources || [], declared), { class: 'stale-diff' }));
+    }
+    const answer = h('div', { class: 'answer', 'aria-live': 'polite' });
+    const actions = h('div', { class: 'actions' });
+    if (declared.length && !state.consented) {
+      actions.append(actionButton(state.stale ? 'Grant again' : 'Grant consent', { class: 'primary grant' }, answer, async () => {
+        await call('POST', `/v1/consent/${id}/admin-consent`, { json: {} });
+        await applicationCard(card, id);
+        return [];
+      }));
+    }
+    if (state.consent) {
+      actions.append(actionButton('Withdraw consent', { class: 'danger withdraw' }, answer, async () => {
+        await call('DELETE', `/v1/consent/${id}/admin-consent`, { expect: 'text' });
+        await applicationCard(card, id);
+        return [];
+      }));
+    }
+    article.append(actions, answer);
+    card.replaceChildren(article);
+  }
+
+  // ---- Handlers --------------------------------------------------------------------------------------------
+
+  const sourceText = (source) => (source && source.kind === 'file' ? source.path : source && source.kind === 'builtin' ? 'built-in' : JSON.stringify(source));
+  const limitsText = (limits) => {
+    const entries = Object.entries(limits || {}).filter(([, value]) => value !== null && value !== undefined);
+    return entries.length ? entries.map(([key, value]) => `${key}: ${value}`).join('; ') : 'host defaults';
+  };
+
+  async function viewHandlers(root) {
+    const handlers = await call('GET', '/v1/ops/handlers');
+    session.handlers = handlers;
+    const answer = h('div', { class: 'answer', id: 'reload-answer', 'aria-live': 'polite' });
+    root.append(table(['Group', 'Type', 'Version', 'Source', 'SHA-256', 'Strict', 'Limits'],
+      handlers.map((handler) => [code(handler.group), `${handler.typeName} (${handler.displayName})`, handler.handlerVersion,
+        h('span', { class: 'break' }, sourceText(handler.source)), h('code', { title: handler.sha256 }, handler.sha256.slice(0, 16) + '…'),
+        handler.strict ? 'yes' : 'no', limitsText(handler.limits)]), { class: 'handlers' }),
+    h('p', { class: 'muted' }, 'Reload re-reads the handlers directory of this instance: new files load, changed ones replace ' +
+      'their old version, removed ones unload; a file that fails leaves what it would replace serving. Reload each instance.'),
+    h('div', { class: 'actions' }, actionButton('Reload handlers', { class: 'primary reload' }, answer, async () => {
+      try {
+        const report = await call('POST', '/v1/ops/handlers/reload', { json: {} });
+        return [h('div', { class: 'success', role: 'status' }, 'Reloaded: every handler file loaded.'), reloadReport(report)];
+      } catch (error) {
+        if (error instanceof ApiFailure && error.status === 422 && error.body) {
+          return [h('div', { class: 'error', role: 'alert' }, 'Reloaded with failures (422): the failed files are named below.'),
+            reloadReport(error.body)];
+        }
+        throw error;
+      }
+    })), answer);
+  }
+
+  function reloadReport(report) {
+    const box = h('div', { class: 'reload-report' });
+    box.append(h('h4', {}, 'Serving'), table(['Group', 'Version', 'Change', 'Source', 'SHA-256'],
+      (report.serving || []).map((s) => [code(s.group), s.handlerVersion, h('span', { class: 'badge ok' }, s.change),
+        h('span', { class: 'break' }, sourceText(s.source)), h('code', { title: s.sha256 }, s.sha256.slice(0, 16) + '…')])));
+    if ((report.failed || []).length) {
+      box.append(h('h4', {}, 'Failed'), table(['Source', 'Error', 'Still serving'],
+        report.failed.map((f) => [h('span', { class: 'break' }, sourceText(f.source)), f.error, f.stillServing || 'nothing'])));
+    }
+    if ((report.removed || []).length) box.append(h('h4', {}, 'Removed'), h('ul', {}, report.removed.map((group) => h('li', {}, code(group)))));
+    return box;
+  }
+
+  // ---- A resource's history ---------------------------------------------------------------------------------
+
+  async function viewHistory(root, params) {
+    const url = stripSlash(params.get('url') || '');
+    const input = h('input', { id: 'resource-url', class: 'wide', value: url, placeholder: 'skills/<bucket>/<path>' });
+    const form = h('form', { 'aria-label': 'Show a resource\'s history' },
+      h('label', { for: 'resource-url' }, 'Resource URL'), input, h('button', { type: 'submit' }, 'Show history'));
+    form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      const wanted = stripSlash(input.value.trim().replace(/^\/+/, '').replace(/^v2\//, ''));
+      if (wanted) location.hash = `history?url=${encodeURIComponent(wanted)}`;
+    });
+    root.append(form);
+    if (!url) {
+      root.append(await ownResources());
+      return;
+    }
+    root.append(await history(url));
+  }
+
+  /** The caller's own folder resources, to pick one. */
+  async function ownResources() {
+    const groups = session.handlers ? session.handlers.map((handler) => handler.group) : ['skills'];
+    const box = h('div', {}, h('h3', {}, 'Your resources'));
+    const list = h('ul', { class: 'own-resources' });
+    for (const group of groups) {
+      const listing = await call('GET', `/v2/metadata/${group}/${session.bucket}/?recursive=true&limit=200`).catch(notFoundAsNull);
+      for (const item of (listing && listing.items) || []) {
+        if (item.nodeType !== 'ITEM') continue;
+        const url = stripSlash(item.url);
+        list.append(h('li', {}, h('a', { href: `#history?url=${encodeURIComponent(url)}` }, url)));
+      }
+    }
+    box.append(list.children.length ? list : h('p', { class: 'muted' }, 'None in your bucket; enter any resource URL you can read.'));
+    return box;
+  }
+
+  async function history(url) {
+    const box = h('div', { id: 'history', 'data-url': url });
+    const versions = [];
+    let token = '';
+    do {
+      const page = await call('GET', `/v2/versions/${url}?limit=1000${token ? `&token=${encodeURIComponent(token)}` : ''}`);
+      versions.push(...page.versions);
+      token = page.nextToken || '';
+    } while (token);
+    const current = versions.find((version) => version.current);
+    const group = url.split('/')[0];
+    const answer = h('div', { class: 'answer', id: 'history-answer', 'aria-live': 'polite' });
+    const comparison = h('div', { id: 'comparison' });
+    const radio = (name, version, checked) => h('input', { type: 'radio', name, value: version.version, checked,
+      'aria-label': `${name === 'from' ? 'Compare from' : 'Compare to'} version ${version.version}` });
+    const rows = versions.map((version, index) => [
+      radio('from', version, index === Math.min(1, versions.length - 1)), radio('to', version, index === 0),
+      code(version.version), when(version.createdAt), version.author || '—', String(version.files), bytes(version.bytes),
+      version.current ? h('span', { class: 'badge ok' }, 'current') : '',
+      h('div', { class: 'row' },
+        h('button', { type: 'button', class: 'download', 'data-version': version.version, onclick: () => download(url, version.version, answer) }, 'Download'),
+        version.current ? null : actionButton('Restore', { class: 'restore', 'data-version': version.version }, answer, async () => {
+          const restored = await call('POST', `/v2/ops/${group}/restore`, { json: { url, version: version.version },
+            headers: current ? { 'If-Match': current.etag } : {}, expect: 'response' });
+          const etag = restored.headers.get('ETag');
+          const refreshed = await history(url);
+          box.replaceWith(refreshed);
+          refreshed.querySelector('#history-answer').replaceChildren(h('div', { class: 'success', role: 'status' },
+            `Restored version ${version.version}: it is current again as a new version${etag ? ` (ETag ${etag})` : ''}.`));
+          return [];
+        })),
+    ]);
+    const compare = h('button', { type: 'button', class: 'compare' }, 'Compare selected versions');
+    compare.addEventListener('click', async () => {
+      const from = box.querySelector('input[name=from]:checked');
+      const to = box.querySelector('input[name=to]:checked');
+      if (!from || !to) return;
+      comparison.replaceChildren(h('p', { class: 'muted' }, 'Comparing…'));
+      try {
+        const [before, after] = await Promise.all([filesOf(url, from.value), filesOf(url, to.value)]);
+        const read = (side, file) => textOf(`/v2/${url}/files/${file.href}?version=${encodeURIComponent(side ? to.value : from.value)}`);
+        comparison.replaceChildren(h('h3', {}, 'From ', code(from.value), ' to ', code(to.value)),
+          await compareFiles(before, after, read, ['from', 'to']));
+      } catch (error) {
+        comparison.replaceChildren(errorBox(error));
+      }
+    });
+    box.append(h('h3', {}, code(url)),
+      table(['From', 'To', 'Version', 'Created', 'Author', 'Files', 'Size', '', 'Actions'], rows, { class: 'versions' }),
+      h('div', { class: 'actions' }, compare), answer, comparison);
+    return box;
+  }
+
+  async function download(url, version, answer) {
+    try {
+      const response = await call('GET', `/v2/${url}?version=${encodeURIComponent(version)}`, { expect: 'response' });
+      const blob = await response.blob();
+      const link = h('a', { href: URL.createObjectURL(blob), download: `${lastSegment(url)}-${version}.zip` });
+      document.body.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
+      answer.replaceChildren(h('div', { class: 'success', role: 'status' }, `Downloaded version ${version} (${bytes(blob.size)}).`));
+    } catch (error) {
+      answer.replaceChildren(errorBox(error));
+    }
+  }
+
+  // ---- Start -------------------------------------------------------------------------------------------------
+
+  document.addEventListener('DOMContentLoaded', () => {
+    document.getElementById('signin-form').addEventListener('submit', (event) => {
+      event.preventDefault();
+      const field = document.getElementById('credential');
+      const credential = field.value.trim();
+      field.value = '';
+      if (!credential) return;
+      sessionStorage.setItem(CREDENTIAL, credential);
+      start();
+    });
+    window.addEventListener('hashchange', () => {
+      route().then(() => {
+        const title = document.getElementById('view-title');
+        if (title) title.focus();
+      });
+    });
+    start();
+  });
+})();

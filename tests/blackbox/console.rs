@@ -1,0 +1,420 @@
+//! The admin console (`GET /admin`, issue 30) in a real browser: Debian's Chromium, headless, driven
+//! through Debian's chromedriver by WebDriver (fantoccini), against the real binary. The console has no
+//! powers of its own, so each test checks what the browser did through the API as well: the approved skill
+//! is under `public`, the consented application's call succeeds, the restored version is current.
+//!
+//! Each page is saved as a screenshot in `target/console-screenshots/` (the README's pictures in
+//! `docs/console/` are these files, copied with `UPDATE_SCREENSHOTS=1`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fantoccini::{Client as Browser, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+use crate::services::{ChromeDriver, chromedriver};
+use crate::support::{Client, JwtUser, Server, Setup, unzip};
+use crate::upstream::MockApp;
+
+const ADMIN: (&str, &str) = ("Api-Key", "console-admin-key-0001");
+const USER: (&str, &str) = ("Api-Key", "console-user-key-0001");
+const HS_SECRET: &str = "console-secret";
+/// How long the page may take to show what a step waits for.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A Chromium session at 1280×800 downloading into `downloads`.
+struct Session {
+    browser: Browser,
+    base: String,
+    downloads: PathBuf,
+}
+
+fn screenshots_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots")
+}
+
+impl Session {
+    async fn open(driver: &ChromeDriver, server: &Server, downloads: &Path, width: u32, height: u32) -> Self {
+        let capabilities = json!({
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": driver.chromium,
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                         "--no-first-run", "--disable-extensions", format!("--window-size={width},{height}")],
+                "prefs": {"download.default_directory": downloads, "download.prompt_for_download": false},
+            },
+        });
+        let Value::Object(capabilities) = capabilities else { unreachable!() };
+        let browser = ClientBuilder::rustls()
+            .expect("a WebDriver client")
+            .capabilities(capabilities)
+            .connect(&driver.url)
+            .await
+            .expect("a Chromium session from chromedriver");
+        Self { browser, base: server.url.clone(), downloads: downloads.to_path_buf() }
+    }
+
+    async fn goto(&self, fragment: &str) {
+        self.browser.goto(&format!("{}/admin{fragment}", self.base)).await.expect("navigating");
+    }
+
+    /// The page's text under `css` (empty when nothing matches).
+    async fn text(&self, css: &str) -> String {
+        let script = "const e = document.querySelector(arguments[0]); return e ? e.innerText : '';";
+        let value = self.browser.execute(script, vec![json!(css)]).await.expect("running a script");
+        value.as_str().unwrap_or_default().to_string()
+    }
+
+    async fn count(&self, css: &str) -> usize {
+        let script = "return document.querySelectorAll(arguments[0]).length;";
+        self.browser.execute(script, vec![json!(css)]).await.expect("running a script").as_u64().unwrap() as usize
+    }
+
+    /// Waits until the text under `css` contains `needle`; the text.
+    async fn wait_text(&self, css: &str, needle: &str) -> String {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let text = self.text(css).await;
+            if text.contains(needle) {
+                return text;
+            }
+            if tokio::time::Instant::now() > deadline {
+                self.shot("failure").await;
+                let page = self.text("body").await;
+                panic!("{css} never showed {needle:?}; it shows {text:?}; the page:\n{page}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn click(&self, css: &str) {
+        let element = self.browser.wait().at_most(PATIENCE).for_element(Locator::Css(css)).await;
+        element.unwrap_or_else(|error| panic!("no {css}: {error}")).click().await.expect("clicking");
+    }
+
+    async fn sign_in(&self, credential: &str) {
+        self.goto("").await;
+        let field = self.browser.wait().at_most(PATIENCE).for_element(Locator::Css("#credential")).await.unwrap();
+        field.send_keys(credential).await.unwrap();
+        self.click("#signin-button").await;
+        self.wait_text("#who", "Sign out").await;
+    }
+
+    /// Scrolls `css` to the top of the window, then [`Session::shot`].
+    async fn shot_at(&self, name: &str, css: &str) {
+        let script = "document.querySelector(arguments[0]).scrollIntoView({block: 'start'});";
+        self.browser.execute(script, vec![json!(css)]).await.expect("scrolling");
+        self.shot(name).await;
+    }
+
+    /// Saves the page as `target/console-screenshots/<name>.png` (and in `docs/console/` with
+    /// `UPDATE_SCREENSHOTS=1`).
+    async fn shot(&self, name: &str) {
+        let png = self.browser.screenshot().await.expect("a screenshot");
+        let dir = screenshots_dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), &png).unwrap();
+        if std::env::var("UPDATE_SCREENSHOTS").is_ok_and(|update| update == "1") {
+            let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/console");
+            std::fs::create_dir_all(&docs).unwrap();
+            std::fs::write(docs.join(format!("{name}.png")), &png).unwrap();
+        }
+    }
+
+    /// The file the browser downloaded as `name`, once it is complete.
+    async fn downloaded(&self, name: &str) -> Vec<u8> {
+        let path = self.downloads.join(name);
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while !path.is_file() || self.downloads.join(format!("{name}.crdownload")).exists() {
+            assert!(tokio::time::Instant::now() < deadline, "{name} was never downloaded");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        std::fs::read(path).unwrap()
+    }
+}
+
+/// Runs `steps` with a session, closing the browser whatever happens (a panic included, then re-raised).
+async fn with_session<F>(session: Session, steps: impl FnOnce(std::sync::Arc<Session>) -> F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let session = std::sync::Arc::new(session);
+    let outcome = tokio::spawn(steps(session.clone())).await;
+    let _ = session.browser.clone().close().await;
+    if let Err(error) = outcome {
+        std::panic::resume_unwind(error.into_panic());
+    }
+}
+
+struct Fixture {
+    setup: Setup,
+    server: Server,
+    handlers: PathBuf,
+    mock: Option<MockApp>,
+}
+
+impl Fixture {
+    async fn start(with_app: bool) -> Self {
+        let mock =
+            if with_app { Some(MockApp::start(None).expect("the mock application (Python clients)")) } else { None };
+        let setup = Setup::new();
+        let handlers = setup.path().join("handlers");
+        std::fs::create_dir(&handlers).unwrap();
+        let config = setup.config(&format!(
+            r#"[encryption]
+secret = "console"
+[identity]
+hs256_secret = "{HS_SECRET}"
+[proxy]
+allowed_destinations = ["127.0.0.1"]
+[handlers]
+dir = "{handlers}"
+[keys.{admin}]
+project = "ops"
+roles = ["admin"]
+[keys.{user}]
+project = "alice"
+roles = ["user"]
+"#,
+            handlers = handlers.display(),
+            admin = ADMIN.1,
+            user = USER.1,
+        ));
+        let server = setup.start(Some(&config), &[]);
+        if let Some(mock) = &mock {
+            mock.set_host_url(&server.url).await;
+        }
+        Self { setup, server, handlers, mock }
+    }
+
+    fn client(&self) -> Client {
+        self.server.client()
+    }
+
+    async fn bucket(&self, key: (&str, &str)) -> String {
+        self.client().get("/v1/bucket", &[key]).await.json()["bucket"].as_str().unwrap().to_string()
+    }
+
+    async fn put_skill(&self, key: (&str, &str), url: &str, name: &str, script: &str) -> String {
+        let skill = format!(
+            "---\nname: {name}\ndescription: Tools for {name}. Use when a task needs {name}.\n---\n# {name}\n\n\
+             Run `scripts/run.py` to **extract** text.\n\n- first step\n- second step\n"
+        );
+        let files: [(&str, &[u8]); 2] = [("SKILL.md", skill.as_bytes()), ("scripts/run.py", script.as_bytes())];
+        let reply = self.client().put_files(&format!("/v2/{url}"), &[key], &files).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.etag()
+    }
+
+    async fn publish(&self, source: &str, target: &str) -> String {
+        let body = json!({"name": format!("publish {target}"), "targetFolder": "public/team/",
+            "resources": [{"action": "ADD", "sourceUrl": source, "targetUrl": target}]});
+        let reply = self.client().post("/v1/ops/publication/create", &[USER], &body.to_string()).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.json()["url"].as_str().unwrap().to_string()
+    }
+
+    async fn put_app(&self, url: &str, notes_folder: &str) {
+        let endpoint = format!("{}/chat/completions", self.mock.as_ref().unwrap().url());
+        let definition = json!({"endpoint": endpoint, "displayName": "Notes",
+            "resourceDependencies": [{"kind": "dial.resourceLink", "linkId": "notes",
+                "target": {"path": format!("files/{{current-user}}/{notes_folder}/")},
+                "access": ["READ", "WRITE"], "required": true}]});
+        let reply = self.client().put_body(&format!("/v1/{url}"), &[ADMIN], definition.to_string().as_bytes()).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+
+    /// The user calls `app` asking it to write `file` with its per-request key: the call's status.
+    async fn call_app(&self, app: &str, file: &str) -> u16 {
+        let body = json!({"messages": [{"role": "user", "content": format!("write:{file}")}]});
+        let path = format!("/openai/deployments/{app}/chat/completions");
+        self.client().post(&path, &[USER, ("Content-Type", "application/json")], &body.to_string()).await.status
+    }
+}
+
+/// An admin signs in with a key, approves one publication (the skill is then under `public`), sees the
+/// next one's diff against what `public` holds and rejects it, grants consent to a declaring application
+/// (its call then succeeds), sees the stale diff after the declaration changes, reloads the handlers with
+/// a new type in the directory, and restores and downloads an older version of a skill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_browser() {
+    let Some(driver) = chromedriver() else { return };
+    let f = Fixture::start(true).await;
+    let downloads = f.setup.path().join("downloads");
+    std::fs::create_dir(&downloads).unwrap();
+    let session = Session::open(&driver, &f.server, &downloads, 1280, 800).await;
+    let f = std::sync::Arc::new(f);
+    let fixture = f.clone();
+    with_session(session, move |s| async move {
+        let f = fixture;
+        let alice = f.bucket(USER).await;
+        let ops = f.bucket(ADMIN).await;
+        // Two publications of the same skill at two moments, both pending: the review copies keep each.
+        let source = format!("skills/{alice}/team/pdf-tools");
+        f.put_skill(USER, &source, "pdf-tools", "print('first')\n").await;
+        let first = f.publish(&source, "skills/public/team/pdf-tools").await;
+        f.put_skill(USER, &source, "pdf-tools", "print('second')\nprint('third')\n").await;
+        let second = f.publish(&source, "skills/public/team/pdf-tools").await;
+        let (first_card, second_card) =
+            (format!("article.publication[data-url='{first}']"), format!("article.publication[data-url='{second}']"));
+
+        // Sign in; the publication queue is the first page.
+        s.sign_in(ADMIN.1).await;
+        assert!(s.text("#role-badge").await.contains("admin"));
+        let card = s.wait_text(&first_card, "New at the target").await;
+        assert!(card.contains("pdf-tools") && card.contains("skills/public/team/pdf-tools"), "{card}");
+        // SKILL.md rendered: its frontmatter as a list, its body as HTML.
+        assert_eq!(s.count(&format!("{first_card} .markdown dl.front dt")).await, 2);
+        assert!(s.text(&format!("{first_card} .markdown strong")).await.contains("extract"));
+        assert_eq!(s.count(&format!("{first_card} .markdown li")).await, 2);
+        s.shot("publications").await;
+        s.click(&format!("{first_card} button.approve")).await;
+        s.wait_text(&format!("{first_card} .answer"), "Approved").await;
+        let public = f.client().get("/v2/skills/public/team/pdf-tools/files/scripts/run.py", &[USER]).await;
+        assert_eq!((public.status, public.body.as_str()), (200, "print('first')\n"), "approved into public");
+
+        // The second one, against what public holds now: its diff; approving it is refused (the target
+        // exists), with the API's answer shown; rejected.
+        s.browser.refresh().await.unwrap();
+        let diff = s.wait_text(&format!("{second_card} .diff"), "second").await;
+        assert!(diff.contains("- print('first')") && diff.contains("+ print('second')"), "{diff}");
+        assert!(s.text(&format!("{second_card} table.files-compared")).await.contains("changed"));
+        assert_eq!(s.count(&first_card).await, 0, "decided publications leave the queue");
+        s.shot_at("publication-diff", &format!("{second_card} details.review")).await;
+        s.click(&format!("{second_card} button.approve")).await;
+        let refused = s.wait_text(&format!("{second_card} .answer"), "412").await;
+        assert!(refused.contains("already exists"), "{refused}");
+        s.click(&format!("{second_card} button.reject")).await;
+        s.wait_text(&format!("{second_card} .answer"), "Rejected").await;
+        let status = f.client().post("/v1/ops/publication/get", &[USER], &json!({"url": second}).to_string()).await;
+        assert_eq!(status.json()["status"], "REJECTED");
+        let public = f.client().get("/v2/skills/public/team/pdf-tools/files/scripts/run.py", &[USER]).await;
+        assert_eq!(public.body, "print('first')\n", "a rejected publication changes nothing in public");
+
+        // Consent: a stored application declaring a required dependency; refused until granted.
+        let app = "applications/public/notes-app";
+        f.put_app(app, "notes").await;
+        let note = format!("files/{alice}/notes/from-app.txt");
+        assert_eq!(f.call_app(app, &note).await, 403, "no consent yet");
+        s.goto("#applications").await;
+        let card = format!("article.application[data-id='{app}']");
+        let shown = s.wait_text(&card, "none").await;
+        assert!(shown.contains("files/{current-user}/notes/") && shown.contains("READ, WRITE"), "{shown}");
+        s.click(&format!("{card} button.grant")).await;
+        let granted = s.wait_text(&card, "live").await;
+        assert!(granted.contains("granted by project:ops"), "{granted}");
+        assert_eq!(f.call_app(app, &note).await, 200, "the call succeeds once consented");
+        assert_eq!(f.client().get(&format!("/v1/{note}"), &[USER]).await.status, 200, "the app wrote with its key");
+        s.shot("applications").await;
+
+        // The declaration changes: stale, with what changed since the approval.
+        f.put_app(app, "drafts").await;
+        s.browser.refresh().await.unwrap();
+        let stale = s.wait_text(&format!("{card} table.stale-diff"), "changed").await;
+        assert!(
+            stale.contains("files/{current-user}/notes/") && stale.contains("files/{current-user}/drafts/"),
+            "{stale}"
+        );
+        assert_eq!(f.call_app(app, &format!("files/{alice}/drafts/x.txt")).await, 403, "stale consent grants nothing");
+        s.shot("applications-stale").await;
+
+        // Handlers: a new type appears in the directory; reload shows it loaded.
+        s.goto("#handlers").await;
+        s.wait_text("table.handlers", "skills").await;
+        let wasm = Path::new(dial_host::handlers::GUEST_WASM_DIR).join("handler_1_0.wasm");
+        std::fs::copy(wasm, f.handlers.join("notes.wasm")).unwrap();
+        s.click("button.reload").await;
+        let report = s.wait_text("#reload-answer", "loaded").await;
+        assert!(report.contains("notes") && report.contains("Reloaded"), "{report}");
+        let listed = f.client().get("/v1/ops/handlers", &[ADMIN]).await.json();
+        assert!(listed.as_array().unwrap().iter().any(|h| h["group"] == "notes"), "{listed}");
+        s.shot("handlers").await;
+
+        // History: two versions of a skill; compare, restore the first, download it.
+        let report_url = format!("skills/{ops}/ops/report");
+        f.put_skill(ADMIN, &report_url, "report", "print('v1')\n").await;
+        f.put_skill(ADMIN, &report_url, "report", "print('v2')\n").await;
+        let versions = f.client().get(&format!("/v2/versions/{report_url}"), &[ADMIN]).await.json();
+        let first = versions["versions"][1]["version"].as_str().unwrap().to_string();
+        s.goto("#history").await;
+        s.click(&format!("ul.own-resources a[href*='{}']", "ops%2Freport")).await;
+        s.wait_text("table.versions", &first).await;
+        s.click("button.compare").await;
+        let compared = s.wait_text("#comparison", "print('v2')").await;
+        assert!(compared.contains("- print('v1')") && compared.contains("+ print('v2')"), "{compared}");
+        s.shot_at("history", "table.versions").await;
+        s.click(&format!("button.restore[data-version='{first}']")).await;
+        s.wait_text("#history-answer", "Restored").await;
+        let current = f.client().get(&format!("/v2/{report_url}/files/scripts/run.py"), &[ADMIN]).await;
+        assert_eq!(current.body, "print('v1')\n", "the restored version is current");
+        assert_eq!(s.count("table.versions tbody tr").await, 3, "restoring is a new version");
+        s.click(&format!("button.download[data-version='{first}']")).await;
+        let zip = s.downloaded(&format!("report-{first}.zip")).await;
+        let files = unzip(&zip);
+        let script = files.iter().find(|(name, _)| name.ends_with("scripts/run.py")).expect("run.py in the zip");
+        assert_eq!(script.1, b"print('v1')\n");
+    })
+    .await;
+}
+
+/// A user's JWT signs in too, sees no admin section or action, and the API refuses the admin routes
+/// whatever the page shows. On a phone-width window the page still reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_admin_sees_no_admin_actions_and_the_api_refuses_them() {
+    let Some(driver) = chromedriver() else { return };
+    let f = Fixture::start(false).await;
+    let downloads = f.setup.path().join("downloads");
+    std::fs::create_dir(&downloads).unwrap();
+    let carol = JwtUser::new(&f.client(), HS_SECRET, "carol", &["user"]).await;
+    let session = Session::open(&driver, &f.server, &downloads, 390, 844).await;
+    let f = std::sync::Arc::new(f);
+    let fixture = f.clone();
+    with_session(session, move |s| async move {
+        let f = fixture;
+        // A pending publication of alice's that carol's page must not offer to decide.
+        let alice = f.bucket(USER).await;
+        let source = format!("skills/{alice}/team/csv-tools");
+        f.put_skill(USER, &source, "csv-tools", "print('csv')\n").await;
+        let pending = f.publish(&source, "skills/public/team/csv-tools").await;
+
+        let token = carol.token.strip_prefix("Bearer ").unwrap();
+        s.sign_in(token).await;
+        assert!(s.text("#who").await.contains("carol"));
+        assert!(s.text("#role-badge").await.contains("not an admin"));
+        s.wait_text("#not-admin", "not an admin").await;
+        s.wait_text("#view-publications", "You have no publications").await;
+        s.shot("non-admin").await;
+        for hidden in ["#nav a[data-view='applications']", "#nav a[data-view='handlers']"] {
+            let shown = s.browser.execute("return !document.querySelector(arguments[0]).hidden;", vec![json!(hidden)]);
+            assert_eq!(shown.await.unwrap(), json!(false), "{hidden} is hidden from a non-admin");
+        }
+        for page in ["#handlers", "#applications"] {
+            s.goto(page).await;
+            s.wait_text("#view", "Only admins").await;
+            for action in ["button.approve", "button.reject", "button.grant", "button.withdraw", "button.reload"] {
+                assert_eq!(s.count(action).await, 0, "{action} on {page}");
+            }
+        }
+        // The API refuses the same actions to the same credential.
+        let auth = carol.auth();
+        let client = f.client();
+        let approve = client.post("/v1/ops/publication/approve", &auth, &json!({"url": pending}).to_string()).await;
+        assert_eq!(approve.status, 403, "{}", approve.body);
+        assert_eq!(client.post("/v1/ops/handlers/reload", &auth, "").await.status, 403);
+        assert_eq!(client.post("/v1/consent/anything/admin-consent", &auth, "{}").await.status, 403);
+        assert_eq!(client.get("/v1/ops/handlers", &auth).await.status, 403);
+
+        // A wrong credential is refused with the API's message, and nothing is kept.
+        s.click("#signout").await;
+        let field = s.browser.wait().at_most(PATIENCE).for_element(Locator::Css("#credential")).await.unwrap();
+        field.send_keys("not-a-key").await.unwrap();
+        s.click("#signin-button").await;
+        let refused = s.wait_text("#message", "401").await;
+        assert!(refused.contains("GET /v1/user/info"), "{refused}");
+        let kept = s.browser.execute("return sessionStorage.length;", vec![]).await.unwrap();
+        assert_eq!(kept, json!(0));
+        let cookies = s.browser.execute("return document.cookie;", vec![]).await.unwrap();
+        assert_eq!(cookies, json!(""));
+    })
+    .await;
+}
