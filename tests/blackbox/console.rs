@@ -21,6 +21,9 @@ const USER: (&str, &str) = ("Api-Key", "console-user-key-0001");
 const HS_SECRET: &str = "console-secret";
 /// How long the page may take to show what a step waits for.
 const PATIENCE: Duration = Duration::from_secs(30);
+/// WebDriver's key codes for Tab and Enter.
+const TAB: &str = "\u{E004}";
+const ENTER: &str = "\u{E007}";
 
 /// A Chromium session at 1280×800 downloading into `downloads`.
 struct Session {
@@ -388,6 +391,21 @@ async fn a_non_admin_sees_no_admin_actions_and_the_api_refuses_them() {
             let shown = s.browser.execute("return !document.querySelector(arguments[0]).hidden;", vec![json!(hidden)]);
             assert_eq!(shown.await.unwrap(), json!(false), "{hidden} is hidden from a non-admin");
         }
+        // Keyboard only: from the top of the page, Tab reaches the skip link, the sections this credential
+        // has, and sign-out, in that order; Enter on a focused link follows it.
+        s.browser.execute("document.activeElement.blur(); window.scrollTo(0, 0);", vec![]).await.unwrap();
+        let mut reached = Vec::new();
+        for _ in 0..4 {
+            let body = s.browser.find(Locator::Css("body")).await.unwrap();
+            body.send_keys(TAB).await.unwrap();
+            let focused = s.browser.execute("return document.activeElement.textContent.trim();", vec![]).await;
+            reached.push(focused.unwrap().as_str().unwrap().to_string());
+        }
+        assert_eq!(reached, ["Skip to content", "Publications", "History", "Sign out"]);
+        s.browser.execute("document.querySelector(\"#nav a[data-view='history']\").focus();", vec![]).await.unwrap();
+        s.browser.active_element().await.unwrap().send_keys(ENTER).await.unwrap();
+        s.wait_text("#view-history", "Your resources").await;
+
         for page in ["#handlers", "#applications"] {
             s.goto(page).await;
             s.wait_text("#view", "Only admins").await;
@@ -395,6 +413,14 @@ async fn a_non_admin_sees_no_admin_actions_and_the_api_refuses_them() {
                 assert_eq!(s.count(action).await, 0, "{action} on {page}");
             }
         }
+        // The assets hold no data and ask no credential; the page may load scripts from this origin only.
+        let page = f.client().get("/admin", &[]).await;
+        assert_eq!(page.status, 200);
+        let policy = page.headers.get("content-security-policy").unwrap().to_str().unwrap().to_string();
+        assert!(policy.contains("script-src 'self'") && policy.contains("frame-ancestors 'none'"), "{policy}");
+        let missing = f.client().get("/admin/secrets.json", &[]).await;
+        assert_eq!((missing.status, missing.body.as_str()), (404, "Not found: /admin/secrets.json"));
+
         // The API refuses the same actions to the same credential.
         let auth = carol.auth();
         let client = f.client();
