@@ -266,9 +266,10 @@ impl<'a> FolderResources<'a> {
             });
         }
         if version.is_some() {
+            let resource = target.node.url.to_string();
             return Err(CatalogError::Invalid(format!(
                 "version lists a version's files: {}/files/?version=<id>",
-                target.node.item_url()
+                resource.trim_end_matches('/')
             )));
         }
         let url = &target.node.url;

@@ -27,6 +27,8 @@ const ENTER: &str = "\u{E007}";
 
 /// A Chromium session at 1280×800 downloading into `downloads`.
 struct Session {
+    /// Names this test's failure screenshot.
+    test: &'static str,
     browser: Browser,
     base: String,
     downloads: PathBuf,
@@ -37,7 +39,14 @@ fn screenshots_dir() -> PathBuf {
 }
 
 impl Session {
-    async fn open(driver: &ChromeDriver, server: &Server, downloads: &Path, width: u32, height: u32) -> Self {
+    async fn open(
+        test: &'static str,
+        driver: &ChromeDriver,
+        server: &Server,
+        downloads: &Path,
+        size: (u32, u32),
+    ) -> Self {
+        let (width, height) = size;
         let capabilities = json!({
             "browserName": "chrome",
             "goog:chromeOptions": {
@@ -54,7 +63,7 @@ impl Session {
             .connect(&driver.url)
             .await
             .expect("a Chromium session from chromedriver");
-        Self { browser, base: server.url.clone(), downloads: downloads.to_path_buf() }
+        Self { test, browser, base: server.url.clone(), downloads: downloads.to_path_buf() }
     }
 
     async fn goto(&self, fragment: &str) {
@@ -82,7 +91,7 @@ impl Session {
                 return text;
             }
             if tokio::time::Instant::now() > deadline {
-                self.shot("failure").await;
+                self.shot(&format!("failure-{}", self.test)).await;
                 let page = self.text("body").await;
                 panic!("{css} never showed {needle:?}; it shows {text:?}; the page:\n{page}");
             }
@@ -124,15 +133,30 @@ impl Session {
         }
     }
 
-    /// The file the browser downloaded as `name`, once it is complete.
-    async fn downloaded(&self, name: &str) -> Vec<u8> {
-        let path = self.downloads.join(name);
+    /// The one file the browser downloaded, once complete: its name and bytes.
+    async fn downloaded(&self) -> (String, Vec<u8>) {
         let deadline = tokio::time::Instant::now() + PATIENCE;
-        while !path.is_file() || self.downloads.join(format!("{name}.crdownload")).exists() {
-            assert!(tokio::time::Instant::now() < deadline, "{name} was never downloaded");
+        loop {
+            let names: Vec<String> = std::fs::read_dir(&self.downloads)
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            if let [name] = names.as_slice()
+                && !name.ends_with(".crdownload")
+            {
+                return (name.clone(), std::fs::read(self.downloads.join(name)).unwrap());
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no complete download: {names:?}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        std::fs::read(path).unwrap()
+    }
+
+    /// The page is as wide as the window: nothing to scroll sideways (tables scroll inside their box).
+    async fn assert_fits(&self, what: &str) {
+        let widths = "return [document.documentElement.scrollWidth, window.innerWidth];";
+        let widths = self.browser.execute(widths, vec![]).await.unwrap();
+        let (page, window) = (widths[0].as_u64().unwrap(), widths[1].as_u64().unwrap());
+        assert!(page <= window, "{what}: the page is {page}px wide in a {window}px window");
     }
 }
 
@@ -199,9 +223,12 @@ roles = ["user"]
     }
 
     async fn put_skill(&self, key: (&str, &str), url: &str, name: &str, script: &str) -> String {
+        // Markup a page must show as text, never run: an image with a handler, a script, a javascript: link.
         let skill = format!(
             "---\nname: {name}\ndescription: Tools for {name}. Use when a task needs {name}.\n---\n# {name}\n\n\
-             Run `scripts/run.py` to **extract** text.\n\n- first step\n- second step\n"
+             Run `scripts/run.py` to **extract** text.\n\n- first step\n- second step\n\n\
+             <img src=x onerror=\"window.__pwned=1\"> <script>window.__pwned=2</script>\n\n\
+             [a link](javascript:window.__pwned=3) and [the docs](https://example.com/docs)\n"
         );
         let files: [(&str, &[u8]); 2] = [("SKILL.md", skill.as_bytes()), ("scripts/run.py", script.as_bytes())];
         let reply = self.client().put_files(&format!("/v2/{url}"), &[key], &files).await;
@@ -209,9 +236,14 @@ roles = ["user"]
         reply.etag()
     }
 
-    async fn publish(&self, source: &str, target: &str) -> String {
-        let body = json!({"name": format!("publish {target}"), "targetFolder": "public/team/",
-            "resources": [{"action": "ADD", "sourceUrl": source, "targetUrl": target}]});
+    /// `(source, target)` pairs published to `public/team/` by the user; the publication's URL.
+    async fn publish(&self, resources: &[(&str, &str)]) -> String {
+        let resources: Vec<Value> = resources
+            .iter()
+            .map(|(source, target)| json!({"action": "ADD", "sourceUrl": source, "targetUrl": target}))
+            .collect();
+        let body = json!({"name": format!("publish {}", resources.len()), "targetFolder": "public/team/",
+            "resources": resources});
         let reply = self.client().post("/v1/ops/publication/create", &[USER], &body.to_string()).await;
         assert_eq!(reply.status, 200, "{}", reply.body);
         reply.json()["url"].as_str().unwrap().to_string()
@@ -245,7 +277,7 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
     let f = Fixture::start(true).await;
     let downloads = f.setup.path().join("downloads");
     std::fs::create_dir(&downloads).unwrap();
-    let session = Session::open(&driver, &f.server, &downloads, 1280, 800).await;
+    let session = Session::open("admin", &driver, &f.server, &downloads, (1280, 800)).await;
     let f = std::sync::Arc::new(f);
     let fixture = f.clone();
     with_session(session, move |s| async move {
@@ -253,11 +285,16 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         let alice = f.bucket(USER).await;
         let ops = f.bucket(ADMIN).await;
         // Two publications of the same skill at two moments, both pending: the review copies keep each.
+        // The first also publishes a v1 file.
         let source = format!("skills/{alice}/team/pdf-tools");
         f.put_skill(USER, &source, "pdf-tools", "print('first')\n").await;
-        let first = f.publish(&source, "skills/public/team/pdf-tools").await;
+        let notes = format!("files/{alice}/team/notes.txt");
+        let put = f.client().put_files(&format!("/v1/{notes}"), &[USER], &[("notes.txt", b"team notes\n")]).await;
+        assert_eq!(put.status, 200, "{}", put.body);
+        let first =
+            f.publish(&[(&source, "skills/public/team/pdf-tools"), (&notes, "files/public/team/notes.txt")]).await;
         f.put_skill(USER, &source, "pdf-tools", "print('second')\nprint('third')\n").await;
-        let second = f.publish(&source, "skills/public/team/pdf-tools").await;
+        let second = f.publish(&[(&source, "skills/public/team/pdf-tools")]).await;
         let (first_card, second_card) =
             (format!("article.publication[data-url='{first}']"), format!("article.publication[data-url='{second}']"));
 
@@ -270,11 +307,32 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         assert_eq!(s.count(&format!("{first_card} .markdown dl.front dt")).await, 2);
         assert!(s.text(&format!("{first_card} .markdown strong")).await.contains("extract"));
         assert_eq!(s.count(&format!("{first_card} .markdown li")).await, 2);
+        // The hostile markup is shown as text; nothing of it ran or became an element.
+        let markdown = s.text(&format!("{first_card} .markdown")).await;
+        assert!(
+            markdown.contains("<img src=x onerror=\"window.__pwned=1\">") && markdown.contains("<script>"),
+            "{markdown}"
+        );
+        let ran = "return [document.querySelectorAll('img').length, document.querySelectorAll('script').length, \
+                   document.querySelectorAll('a[href^=\"javascript\"]').length, window.__pwned === undefined];";
+        assert_eq!(s.browser.execute(ran, vec![]).await.unwrap(), json!([0, 1, 0, true]));
+        assert_eq!(s.count(&format!("{first_card} .markdown a[href='https://example.com/docs']")).await, 1);
+        // The v1 file: new at the target, its text shown.
+        assert!(s.text(&first_card).await.contains("+ team notes"), "the v1 file's lines");
+        s.assert_fits("the publication queue").await;
         s.shot("publications").await;
         s.click(&format!("{first_card} button.approve")).await;
-        s.wait_text(&format!("{first_card} .answer"), "Approved").await;
+        let approved = s.wait_text(&format!("{first_card} .answer"), "Approved").await;
+        assert!(approved.contains("files/public/team/notes.txt"), "{approved}");
+        assert_eq!(
+            s.count(&format!("{first_card} button.reject")).await,
+            0,
+            "a decided publication offers no more decisions"
+        );
         let public = f.client().get("/v2/skills/public/team/pdf-tools/files/scripts/run.py", &[USER]).await;
         assert_eq!((public.status, public.body.as_str()), (200, "print('first')\n"), "approved into public");
+        let file = f.client().get("/v1/files/public/team/notes.txt", &[USER]).await;
+        assert_eq!((file.status, file.body.as_str()), (200, "team notes\n"));
 
         // The second one, against what public holds now: its diff; approving it is refused (the target
         // exists), with the API's answer shown; rejected.
@@ -301,11 +359,13 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         assert_eq!(f.call_app(app, &note).await, 403, "no consent yet");
         s.goto("#applications").await;
         let card = format!("article.application[data-id='{app}']");
-        let shown = s.wait_text(&card, "none").await;
+        let state = format!("{card} .consent-state");
+        assert_eq!(s.wait_text(&state, "none").await, "none");
+        let shown = s.text(&format!("{card} table.declaration")).await;
         assert!(shown.contains("files/{current-user}/notes/") && shown.contains("READ, WRITE"), "{shown}");
         s.click(&format!("{card} button.grant")).await;
-        let granted = s.wait_text(&card, "live").await;
-        assert!(granted.contains("granted by project:ops"), "{granted}");
+        assert_eq!(s.wait_text(&state, "live").await, "live");
+        assert!(s.text(&card).await.contains("granted by project:ops"));
         assert_eq!(f.call_app(app, &note).await, 200, "the call succeeds once consented");
         assert_eq!(f.client().get(&format!("/v1/{note}"), &[USER]).await.status, 200, "the app wrote with its key");
         s.shot("applications").await;
@@ -318,8 +378,15 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
             stale.contains("files/{current-user}/notes/") && stale.contains("files/{current-user}/drafts/"),
             "{stale}"
         );
+        assert_eq!(s.text(&state).await, "stale");
         assert_eq!(f.call_app(app, &format!("files/{alice}/drafts/x.txt")).await, 403, "stale consent grants nothing");
+        s.assert_fits("the applications").await;
         s.shot("applications-stale").await;
+        // Withdrawn from the page: no record left.
+        s.click(&format!("{card} button.withdraw")).await;
+        assert_eq!(s.wait_text(&state, "none").await, "none");
+        let after = f.client().get(&format!("/v1/consent/{app}/admin-consent"), &[ADMIN]).await.json();
+        assert_eq!(after, json!({"consented": false}));
 
         // Handlers: a new type appears in the directory; reload shows it loaded.
         s.goto("#handlers").await;
@@ -327,20 +394,28 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         let wasm = Path::new(dial_host::handlers::GUEST_WASM_DIR).join("handler_1_0.wasm");
         std::fs::copy(wasm, f.handlers.join("notes.wasm")).unwrap();
         s.click("button.reload").await;
-        let report = s.wait_text("#reload-answer", "loaded").await;
-        assert!(report.contains("notes") && report.contains("Reloaded"), "{report}");
+        s.wait_text("#reload-answer", "every handler file loaded").await;
+        assert_eq!(s.text("#reload-answer .reload-report .change").await, "loaded");
+        assert_eq!(s.count("#reload-answer table.failed").await, 0);
+        assert!(s.text("table.handlers").await.contains("notes"), "the table shows what serves now");
         let listed = f.client().get("/v1/ops/handlers", &[ADMIN]).await.json();
         assert!(listed.as_array().unwrap().iter().any(|h| h["group"] == "notes"), "{listed}");
         s.shot("handlers").await;
+        // A file that is no component: 422, named with its error; the rest keeps serving.
+        std::fs::write(f.handlers.join("broken.wasm"), b"\0asm broken").unwrap();
+        s.click("button.reload").await;
+        let failed = s.wait_text("#reload-answer", "422").await;
+        assert!(s.text("#reload-answer table.failed").await.contains("broken.wasm"), "{failed}");
 
-        // History: two versions of a skill; compare, restore the first, download it.
-        let report_url = format!("skills/{ops}/ops/report");
+        // History: two versions of a skill in a folder whose name needs encoding; compare, restore the
+        // first, download it.
+        let report_url = format!("skills/{ops}/q4%20r%C3%A9ports/report");
         f.put_skill(ADMIN, &report_url, "report", "print('v1')\n").await;
         f.put_skill(ADMIN, &report_url, "report", "print('v2')\n").await;
         let versions = f.client().get(&format!("/v2/versions/{report_url}"), &[ADMIN]).await.json();
         let first = versions["versions"][1]["version"].as_str().unwrap().to_string();
         s.goto("#history").await;
-        s.click(&format!("ul.own-resources a[href*='{}']", "ops%2Freport")).await;
+        s.click("ul.own-resources a[href*='report']").await;
         s.wait_text("table.versions", &first).await;
         s.click("button.compare").await;
         let compared = s.wait_text("#comparison", "print('v2')").await;
@@ -352,7 +427,8 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         assert_eq!(current.body, "print('v1')\n", "the restored version is current");
         assert_eq!(s.count("table.versions tbody tr").await, 3, "restoring is a new version");
         s.click(&format!("button.download[data-version='{first}']")).await;
-        let zip = s.downloaded(&format!("report-{first}.zip")).await;
+        let (name, zip) = s.downloaded().await;
+        assert_eq!(name, format!("report-{first}.zip"));
         let files = unzip(&zip);
         let script = files.iter().find(|(name, _)| name.ends_with("scripts/run.py")).expect("run.py in the zip");
         assert_eq!(script.1, b"print('v1')\n");
@@ -369,7 +445,7 @@ async fn a_non_admin_sees_no_admin_actions_and_the_api_refuses_them() {
     let downloads = f.setup.path().join("downloads");
     std::fs::create_dir(&downloads).unwrap();
     let carol = JwtUser::new(&f.client(), HS_SECRET, "carol", &["user"]).await;
-    let session = Session::open(&driver, &f.server, &downloads, 390, 844).await;
+    let session = Session::open("non-admin", &driver, &f.server, &downloads, (390, 844)).await;
     let f = std::sync::Arc::new(f);
     let fixture = f.clone();
     with_session(session, move |s| async move {
@@ -378,7 +454,7 @@ async fn a_non_admin_sees_no_admin_actions_and_the_api_refuses_them() {
         let alice = f.bucket(USER).await;
         let source = format!("skills/{alice}/team/csv-tools");
         f.put_skill(USER, &source, "csv-tools", "print('csv')\n").await;
-        let pending = f.publish(&source, "skills/public/team/csv-tools").await;
+        let pending = f.publish(&[(&source, "skills/public/team/csv-tools")]).await;
 
         let token = carol.token.strip_prefix("Bearer ").unwrap();
         s.sign_in(token).await;
@@ -413,13 +489,14 @@ async fn a_non_admin_sees_no_admin_actions_and_the_api_refuses_them() {
                 assert_eq!(s.count(action).await, 0, "{action} on {page}");
             }
         }
-        // The assets hold no data and ask no credential; the page may load scripts from this origin only.
+        // The page holds no data and asks no credential; it runs its own inlined script and style only,
+        // admitted by their hashes ('self' would admit a user's upload served from this origin).
         let page = f.client().get("/admin", &[]).await;
         assert_eq!(page.status, 200);
         let policy = page.headers.get("content-security-policy").unwrap().to_str().unwrap().to_string();
-        assert!(policy.contains("script-src 'self'") && policy.contains("frame-ancestors 'none'"), "{policy}");
-        let missing = f.client().get("/admin/secrets.json", &[]).await;
-        assert_eq!((missing.status, missing.body.as_str()), (404, "Not found: /admin/secrets.json"));
+        assert!(policy.contains("script-src 'sha256-") && policy.contains("frame-ancestors 'none'"), "{policy}");
+        assert!(!policy.contains("script-src 'self'") && !policy.contains("default-src *"), "{policy}");
+        assert_eq!(f.client().get("/admin/console.js", &[]).await.status, 404, "nothing else is served under /admin");
 
         // The API refuses the same actions to the same credential.
         let auth = carol.auth();
@@ -429,6 +506,15 @@ async fn a_non_admin_sees_no_admin_actions_and_the_api_refuses_them() {
         assert_eq!(client.post("/v1/ops/handlers/reload", &auth, "").await.status, 403);
         assert_eq!(client.post("/v1/consent/anything/admin-consent", &auth, "{}").await.status, 403);
         assert_eq!(client.get("/v1/ops/handlers", &auth).await.status, 403);
+
+        // The author herself, with her key: her pending publication, reviewed, and no decision to take.
+        s.click("#signout").await;
+        s.sign_in(USER.1).await;
+        let card = format!("article.publication[data-url='{pending}']");
+        s.wait_text(&card, "New at the target").await;
+        assert_eq!(s.count(&format!("{card} button")).await, 0, "an author cannot decide her own publication");
+        s.assert_fits("the publications at phone width").await;
+        s.shot("author").await;
 
         // A wrong credential is refused with the API's message, and nothing is kept.
         s.click("#signout").await;

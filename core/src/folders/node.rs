@@ -52,7 +52,7 @@ impl Node {
     }
 
     /// The URL of this node as a resource (no trailing slash).
-    pub fn item_url(&self) -> String {
+    pub(super) fn item_url(&self) -> String {
         let mut url = self.url.to_string();
         if url.ends_with('/') && !self.url.is_bucket_root() {
             url.pop();

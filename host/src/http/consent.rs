@@ -100,12 +100,22 @@ pub struct AdminConsentState {
 
 /// `GET /v1/consent/{id}/admin-consent?declaration=true` adds today's
 /// declaration; without it the answer is DIAL's shape exactly.
-#[derive(Default, serde::Deserialize, utoipa::IntoParams)]
+#[derive(serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct AdminConsentQuery {
-    /// Add `declaration`: what the application declares now.
-    #[serde(default)]
-    declaration: bool,
+    /// `true` (any case) adds `declaration`: what the application declares now.
+    #[param(value_type = Option<bool>)]
+    declaration: Option<String>,
+}
+
+impl AdminConsentQuery {
+    fn wants_declaration(&self) -> Result<bool, ApiError> {
+        match self.declaration.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            None | Some("false") => Ok(false),
+            Some("true") => Ok(true),
+            Some(_) => Err(ApiError::bad_request("declaration must be true or false")),
+        }
+    }
 }
 
 impl AdminConsentState {
@@ -185,6 +195,7 @@ pub async fn admin_get(
     query: AdminConsentQuery,
 ) -> Result<AdminConsentState, ApiError> {
     let app = admin_app(state, caller, id, "admin_consent_read").await?;
+    let wants_declaration = query.wants_declaration()?;
     let mut answer = match state.consent().admin(id).await? {
         Some(record) => {
             let live = is_live(&record, &app.resource_dependencies);
@@ -199,7 +210,7 @@ pub async fn admin_get(
             declaration: None,
         },
     };
-    if query.declaration {
+    if wants_declaration {
         answer.declaration = Some(snapshot(&app.resource_dependencies));
     }
     Ok(answer)

@@ -1,59 +1,73 @@
-//! `GET /admin`: the admin console — one page, its script and its style,
-//! embedded in the binary (no build step, nothing fetched at run time).
+//! `GET /admin`: the admin console — one page whose script and style are
+//! embedded in the binary and inlined into it (no build step, no framework,
+//! nothing fetched at run time but the API).
 //!
 //! The console has no powers of its own: the script signs in with an API
 //! key or JWT held in the tab (`sessionStorage`, never a cookie, so there is
 //! no CSRF surface) and does everything through the documented API routes
 //! with the caller's own credential, so every access check is the API's. A
-//! non-admin sees what the API gives them. The assets are public: they hold
-//! no data.
+//! non-admin sees what the API gives them. The page holds no data.
 
-use axum::extract::Path;
+use std::sync::LazyLock;
+
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-
-use super::error::ApiError;
+use base64::Engine;
+use sha2::{Digest, Sha256};
 
 const PAGE: &str = include_str!("console/index.html");
 const SCRIPT: &str = include_str!("console/console.js");
 const STYLE: &str = include_str!("console/console.css");
 
-/// Scripts and styles from this origin's `/admin/` only, requests to this
-/// origin only, no framing, no forms posting elsewhere: what the page
-/// renders from the API (SKILL.md, file contents, names) is built as DOM
-/// text, and this policy is the second wall should that ever slip.
-const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
-                      img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+/// The page with its script and style inlined, and the policy that admits
+/// exactly those two by their SHA-256 — not `'self'`, which would also
+/// admit a user's uploaded file served from this origin as a script. What
+/// the page renders from the API (SKILL.md, file contents, names) is built
+/// as DOM text; the policy is the second wall, should that ever slip.
+static CONSOLE: LazyLock<(String, String)> = LazyLock::new(|| {
+    let hash = |text: &str| base64::engine::general_purpose::STANDARD.encode(Sha256::digest(text.as_bytes()));
+    let page = PAGE.replace("/*STYLE*/", STYLE).replace("/*SCRIPT*/", SCRIPT);
+    let policy = format!(
+        "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{}'; connect-src 'self'; \
+         base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        hash(SCRIPT),
+        hash(STYLE)
+    );
+    (page, policy)
+});
 
-fn asset(content_type: &'static str, body: &'static str) -> Response {
-    let headers = [
-        (header::CONTENT_TYPE, content_type),
-        (header::CACHE_CONTROL, "no-cache"),
-        (header::CONTENT_SECURITY_POLICY, POLICY),
-        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (header::X_FRAME_OPTIONS, "DENY"),
-        (header::REFERRER_POLICY, "no-referrer"),
-    ];
-    (headers, body).into_response()
-}
-
-/// `GET /admin`: the console's page.
+/// `GET /admin`: the console.
 #[utoipa::path(get, path = "/admin", tag = "service", security(()),
     responses((status = 200, description = "The admin console (HTML; it signs in with a key or JWT held in the tab)",
         content_type = "text/html")))]
 pub async fn page() -> Response {
-    asset("text/html; charset=utf-8", PAGE)
+    let (page, policy) = &*CONSOLE;
+    let headers = [
+        (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+        (header::CACHE_CONTROL, "no-cache"),
+        (header::CONTENT_SECURITY_POLICY, policy.as_str()),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "no-referrer"),
+    ];
+    (headers, page.as_str()).into_response()
 }
 
-/// `GET /admin/{asset}`: the console's script and style.
-#[utoipa::path(get, path = "/admin/{asset}", tag = "service", security(()),
-    params(("asset" = String, Path, description = "`console.js` or `console.css`")),
-    responses((status = 200, description = "The console's script or style"),
-        (status = 404, description = "No such asset", body = String, content_type = "text/plain")))]
-pub async fn asset_named(Path(name): Path<String>) -> Result<Response, ApiError> {
-    match name.as_str() {
-        "console.js" => Ok(asset("text/javascript; charset=utf-8", SCRIPT)),
-        "console.css" => Ok(asset("text/css; charset=utf-8", STYLE)),
-        _ => Err(ApiError::not_found(&format!("/admin/{name}"))),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The markers are replaced once each, and the inlined script and style
+    /// are byte for byte what the policy's hashes were computed over (a
+    /// browser hashes the text between the tags).
+    #[test]
+    fn the_page_inlines_exactly_what_the_policy_admits() {
+        let (page, policy) = &*CONSOLE;
+        assert_eq!(PAGE.matches("/*SCRIPT*/").count(), 1);
+        assert_eq!(PAGE.matches("/*STYLE*/").count(), 1);
+        assert!(page.contains(&format!("<script>{SCRIPT}</script>")));
+        assert!(page.contains(&format!("<style>{STYLE}</style>")));
+        assert!(!policy.contains("'self'; style") && !policy.contains("script-src 'self'"), "{policy}");
+        assert!(!SCRIPT.contains("</script") && !STYLE.contains("</style"), "an asset would end its own tag");
     }
 }

@@ -39,7 +39,6 @@ pub(crate) fn routes_table() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/openapi.json", get(openapi::document)),
         ("/health", get(routes::health)),
         ("/admin", get(console::page)),
-        ("/admin/{asset}", get(console::asset_named)),
         ("/ready", get(routes::ready)),
         ("/metrics", get(routes::metrics)),
         ("/v1/bucket", get(routes::bucket)),

@@ -53,7 +53,6 @@ const ALSO_SERVED: [(&str, &str, &str); 7] = [
         document,
         routes::health,
         console::page,
-        console::asset_named,
         routes::ready,
         routes::metrics,
         routes::bucket,

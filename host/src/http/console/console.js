@@ -1,4 +1,5 @@
-// The admin console's script. No framework, nothing fetched but this origin's API.
+// The admin console's script, inlined into its page by `console.rs` (and admitted there by its hash). No
+// framework, nothing fetched but this origin's API.
 //
 // It holds the caller's credential in the tab's sessionStorage and calls the documented API routes with it;
 // it has no route or power of its own, so what it shows and does is exactly what the API gives that
@@ -8,7 +9,8 @@
 
 (() => {
   const CREDENTIAL = 'dial-host.console.credential';
-  // DIAL's single-blob resource types; every other type is a handler's folder type (v2).
+  // DIAL's single-blob resource types (the host's `BlobGroup::ALL`); every other type is a handler's folder
+  // type (v2).
   const V1_TYPES = new Set(['files', 'prompts', 'conversations', 'applications']);
   // Bounds on what one review or comparison fetches and diffs in the page.
   const MAX_DIFFED_FILES = 60;
@@ -40,8 +42,9 @@
         h('tbody', {}, rows.map((cells) => h('tr', {}, cells.map((cell) => h('td', {}, cell)))))));
   }
 
-  function errorBox(error) {
-    return h('div', { class: 'error', role: 'alert' }, describe(error));
+  /** An error as the API said it. Inside an answer area (already a live region) it is plain; alone, an alert. */
+  function errorBox(error, alone) {
+    return h('div', { class: 'error', role: alone ? 'alert' : null }, describe(error));
   }
 
   function describe(error) {
@@ -69,9 +72,24 @@
 
   function credentialHeaders() {
     const credential = sessionStorage.getItem(CREDENTIAL);
-    if (!credential) return {};
-    // A JWT is three dot-separated parts; anything else is an API key (as the host reads credentials).
-    return credential.split('.').length === 3 ? { Authorization: `Bearer ${credential}` } : { 'Api-Key': credential };
+    // The host reads a bearer value as a JWT when it is one and as an API key otherwise: one header for both.
+    return credential ? { Authorization: `Bearer ${credential}` } : {};
+  }
+
+  /** A resource URL or deployment id typed or taken from the page's address: checked before it becomes part of
+   *  an API path, so it can only name a resource (no `.`/`..`/empty segment, no query or fragment). */
+  function checkedPath(path, what, minSegments) {
+    const segments = path.split('/');
+    const bad = segments.find((segment) => ['', '.', '..'].includes(segment) || /[?#\\]/.test(segment)
+      || ['.', '..'].includes(safeDecode(segment)));
+    if (bad !== undefined || segments.length < minSegments) {
+      throw new Error(`Not a ${what}: ${path} (expected ${minSegments > 1 ? '<type>/<bucket>/<path>' : 'a name'}, no empty, "." or ".." segment)`);
+    }
+    return path;
+  }
+
+  function safeDecode(segment) {
+    try { return decodeURIComponent(segment); } catch { return segment; }
   }
 
   /** One API call. `expect`: 'json' (default), 'text' or 'response'. Failures throw an ApiFailure with the
@@ -84,7 +102,7 @@
     }
     let response;
     try {
-      response = await fetch(path, init);
+      response = await fetch(path, { ...init, referrerPolicy: 'no-referrer' });
     } catch (error) {
       throw new ApiFailure(method, path, 0, `the server did not answer (${error.message})`);
     }
@@ -105,6 +123,19 @@
     if (error instanceof ApiFailure && error.status === 404) return null;
     throw error;
   };
+
+  /** Every item of a DIAL listing (`path` with its query), page after page, up to `max`. */
+  async function listAll(path, max = 5000) {
+    const items = [];
+    let token = '';
+    do {
+      const page = await call('GET', `${path}${token ? `&token=${encodeURIComponent(token)}` : ''}`).catch(notFoundAsNull);
+      if (!page) break;
+      items.push(...(page.items || []));
+      token = page.nextToken || '';
+    } while (token && items.length < max);
+    return items;
+  }
 
   // ---- Session -------------------------------------------------------------------------------------------
 
@@ -161,7 +192,8 @@
       sessionStorage.removeItem(CREDENTIAL);
       signin.hidden = false;
       nav.hidden = true;
-      document.getElementById('message').replaceChildren(errorBox(error));
+      document.getElementById('message').replaceChildren(errorBox(error, true));
+      document.getElementById('credential').focus();
       return;
     }
     signin.hidden = true;
@@ -173,7 +205,13 @@
         'This credential is not an admin\'s: the API refuses it the handler list, so the console shows only what ' +
         'the API gives you (your publications, your resources\' history) and no admin actions.'));
     }
-    route();
+    await route();
+    focusTitle();
+  }
+
+  function focusTitle() {
+    const title = document.getElementById('view-title');
+    if (title) title.focus();
   }
 
   // ---- Navigation ------------------------------------------------------------------------------------------
@@ -206,37 +244,48 @@
       h('h2', { id: 'view-title', tabindex: '-1' }, view.title));
     const container = document.getElementById('view');
     container.replaceChildren(root);
-    const body = h('div', { 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Loading…'));
-    root.append(body);
+    // Each section shows what it has as it arrives; "Loading…" stays at the end until it is complete.
+    const content = h('div', { 'aria-busy': 'true' });
+    const loading = h('p', { class: 'muted loading' }, 'Loading…');
+    root.append(content, loading);
     try {
-      const content = h('div', {});
       if (view.admin && !session.admin) {
         content.append(h('p', { class: 'notice' }, 'Only admins can use this section; the API refuses it to this credential.'));
       } else {
-        await view.render(content, params);
+        await view.render(content, params, () => ticket === rendering);
       }
-      if (ticket !== rendering) return;
-      body.replaceWith(content);
     } catch (error) {
-      if (ticket !== rendering) return;
-      body.replaceWith(errorBox(error));
+      if (ticket === rendering) content.append(errorBox(error, true));
+    } finally {
+      content.removeAttribute('aria-busy');
+      loading.remove();
     }
   }
 
-  /** A button whose click runs `action`, shows its outcome in `answer` and keeps the page usable meanwhile. */
-  function actionButton(label, attrs, answer, action) {
+  /** A button whose click runs `action` and shows its outcome in `answer` (focused, so a keyboard or screen
+   *  reader user lands on it). With `final`, a success removes the buttons beside it: the decision is made,
+   *  and a second click could only be refused. */
+  function actionButton(label, attrs, answer, action, final) {
     const button = h('button', { type: 'button', ...attrs }, label);
     button.addEventListener('click', async () => {
-      const buttons = button.closest('.actions') ? button.closest('.actions').querySelectorAll('button') : [button];
+      const group = button.closest('.actions');
+      const buttons = group ? [...group.querySelectorAll('button')] : [button];
       buttons.forEach((b) => { b.disabled = true; });
       answer.replaceChildren(h('p', { class: 'muted' }, 'Working…'));
+      let decided = false;
       try {
         const outcome = await action();
         answer.replaceChildren(...[outcome].flat());
+        decided = final;
       } catch (error) {
         answer.replaceChildren(errorBox(error));
       } finally {
-        buttons.forEach((b) => { b.disabled = false; });
+        if (decided && group) group.remove();
+        else buttons.forEach((b) => { b.disabled = false; });
+        if (answer.isConnected) {
+          answer.setAttribute('tabindex', '-1');
+          answer.focus();
+        }
       }
     });
     return button;
@@ -248,17 +297,19 @@
   async function filesOf(url, version) {
     const files = new Map();
     const base = `/v2/metadata/${stripSlash(url)}/files/`;
-    const prefix = `${stripSlash(url)}/files/`;
     let token = '';
     do {
       const query = new URLSearchParams({ recursive: 'true', limit: '1000' });
       if (token) query.set('token', token);
       if (version) query.set('version', version);
       const page = await call('GET', `${base}?${query}`);
+      // The listing's own URL of the files folder, encoded as its items' URLs are (a typed URL may not be).
+      const prefix = page.url;
       for (const item of page.items || []) {
         if (item.nodeType !== 'ITEM') continue;
-        const href = item.url.startsWith(prefix) ? item.url.slice(prefix.length) : item.name;
-        const path = href.split('/').map(decodeURIComponent).join('/');
+        if (!item.url.startsWith(prefix)) throw new Error(`A listed file outside ${prefix}: ${item.url}`);
+        const href = item.url.slice(prefix.length);
+        const path = href.split('/').map(safeDecode).join('/');
         files.set(path, { href, etag: item.etag, size: item.contentLength });
       }
       token = page.nextToken || '';
@@ -297,10 +348,11 @@
       let i = 0;
       let j = 0;
       while (i < a.length || j < b.length) {
+        // Removals before additions where either keeps the longest common run, as diff prints them.
         if (i < a.length && j < b.length && a[i] === b[j]) { ops.push({ op: ' ', text: a[i] }); i++; j++; }
-        else if (j < b.length && (i === a.length || lcs[i * width + j + 1] >= lcs[(i + 1) * width + j])) {
-          ops.push({ op: '+', text: b[j] }); j++;
-        } else { ops.push({ op: '-', text: a[i] }); i++; }
+        else if (i < a.length && (j === b.length || lcs[(i + 1) * width + j] >= lcs[i * width + j + 1])) {
+          ops.push({ op: '-', text: a[i] }); i++;
+        } else { ops.push({ op: '+', text: b[j] }); j++; }
       }
     }
     before.slice(endA).forEach((text) => ops.push({ op: ' ', text }));
@@ -388,7 +440,8 @@
 
   function inline(text) {
     const nodes = [];
-    const pattern = /(`[^`]+`)|(\*\*[^*]+\*\*|__[^_]+__)|(\*[^*\s][^*]*\*|_[^_\s][^_]*_)|\[([^\]]+)\]\(([^)\s]+)\)/g;
+    // Underscores emphasise only at word boundaries (`snake_case_name` and `__init__`-like text stay as they are).
+    const pattern = /(`[^`]+`)|(\*\*[^*]+\*\*|(?<!\w)__[^_]+__(?!\w))|(\*[^*\s][^*]*\*|(?<!\w)_[^_\s][^_]*_(?!\w))|\[([^\]]+)\]\(([^)\s]+)\)/g;
     let last = 0;
     for (const match of text.matchAll(pattern)) {
       nodes.push(text.slice(last, match.index));
@@ -483,7 +536,7 @@
 
   // ---- Publications -------------------------------------------------------------------------------------------
 
-  async function viewPublications(root) {
+  async function viewPublications(root, params, current) {
     const url = session.admin ? 'publications/public/' : `publications/${session.bucket}/`;
     const { publications } = await call('POST', '/v1/ops/publication/list', { json: { url } });
     const shown = session.admin ? publications.filter((p) => p.status === 'PENDING') : publications;
@@ -496,15 +549,27 @@
       return;
     }
     shown.sort((a, b) => a.createdAt - b.createdAt);
-    for (const summary of shown) root.append(await publicationCard(summary));
+    for (const summary of shown) {
+      if (!current()) return;
+      // One publication decided or withdrawn since the list was read fails alone.
+      const slot = h('div', {});
+      root.append(slot);
+      try {
+        slot.replaceWith(await publicationCard(summary));
+      } catch (error) {
+        slot.replaceWith(h('article', { class: 'card publication', 'data-url': summary.url }, h('h3', {}, summary.url), errorBox(error)));
+      }
+    }
   }
+
+  const STATUS_BADGE = { PENDING: 'warn', APPROVED: 'ok', REJECTED: 'bad', WITHDRAWN: 'bad' };
 
   async function publicationCard(summary) {
     const publication = await call('POST', '/v1/ops/publication/get', { json: { url: summary.url } });
     const card = h('article', { class: 'card publication', 'data-url': publication.url },
       h('h3', {}, publication.name || lastSegment(publication.url)),
       h('p', { class: 'muted' }, code(publication.url), ` · by ${publication.author || 'unknown'} · ${when(publication.createdAt)} · `,
-        h('span', { class: 'badge warn' }, publication.status)),
+        h('span', { class: `badge ${STATUS_BADGE[publication.status] || 'warn'}` }, publication.status)),
       h('p', {}, 'Target folder: ', code(publication.targetFolder)));
     card.append(h('h4', {}, 'Resources'), table(['Action', 'Source', 'Target', 'Review copy'],
       publication.resources.map((r) => [r.action, r.sourceUrl ? code(r.sourceUrl) : '—', code(r.targetUrl), r.reviewUrl ? code(r.reviewUrl) : '—'])));
@@ -514,7 +579,8 @@
     } else {
       card.append(h('p', { class: 'muted' }, 'No rules: the target folder keeps the rules it has.'));
     }
-    for (const resource of publication.resources) {
+    // Review copies exist while a publication is pending; a decided one shows its resources only.
+    for (const resource of publication.status === 'PENDING' ? publication.resources : []) {
       const details = h('details', { class: 'review', open: true },
         h('summary', {}, `${resource.action === 'DELETE' ? 'Removes' : 'Review of'} ${lastSegment(resource.targetUrl)}`));
       try {
@@ -526,20 +592,21 @@
     }
     if (session.admin && publication.status === 'PENDING') {
       const answer = h('div', { class: 'answer', 'aria-live': 'polite' });
+      const name = publication.name || lastSegment(publication.url);
       const comment = h('input', { type: 'text', class: 'wide', id: `comment-${publication.url}`, placeholder: 'Comment to the author (optional)' });
       const decide = (verb) => async () => {
         const body = { url: publication.url };
         if (comment.value.trim()) body.comment = comment.value.trim();
         const decided = await call('POST', `/v1/ops/publication/${verb}`, { json: body });
         const targets = decided.resources.map((r) => h('li', {}, code(r.targetUrl)));
-        return h('div', { class: 'success', role: 'status' },
+        return h('div', { class: 'success' },
           `${verb === 'approve' ? 'Approved' : 'Rejected'}: the publication is ${decided.status}.`,
           verb === 'approve' ? h('ul', {}, targets) : null);
       };
       card.append(h('label', { for: `comment-${publication.url}` }, 'Comment'), ' ', comment,
         h('div', { class: 'actions' },
-          actionButton('Approve', { class: 'primary approve' }, answer, decide('approve')),
-          actionButton('Reject', { class: 'danger reject' }, answer, decide('reject'))),
+          actionButton('Approve', { class: 'primary approve', 'aria-label': `Approve ${name}` }, answer, decide('approve'), true),
+          actionButton('Reject', { class: 'danger reject', 'aria-label': `Reject ${name}` }, answer, decide('reject'), true)),
         answer);
     }
     return card;
@@ -569,7 +636,9 @@
     const [after, before] = await Promise.all([filesOf(reviewUrl), filesOf(targetUrl).catch(notFoundAsNull)]);
     box.append(h('p', {}, before ? 'Replaces the resource at the target; its files compared:' : 'New at the target.'));
     const definition = definitionFile(after);
-    if (definition) {
+    if (definition && after.get(definition).size > MAX_DIFFED_BYTES) {
+      box.append(h('p', { class: 'muted' }, `${definition} is too large to render here (${bytes(after.get(definition).size)}).`));
+    } else if (definition) {
       const text = await textOf(`/v2/${reviewUrl}/files/${after.get(definition).href}`);
       box.append(h('h4', {}, definition, ' ', h('span', { class: 'muted' }, '(rendered)')),
         text === null ? h('p', { class: 'muted' }, 'Not text.') : renderMarkdown(text));
@@ -582,11 +651,11 @@
   // ---- Applications and consent ----------------------------------------------------------------------------
 
   async function storedApplications(folder) {
-    const listing = await call('GET', `/v1/metadata/${folder}?recursive=true&limit=1000`).catch(notFoundAsNull);
-    return listing ? (listing.items || []).filter((item) => item.nodeType === 'ITEM').map((item) => item.url) : [];
+    const items = await listAll(`/v1/metadata/${folder}?recursive=true&limit=1000`);
+    return items.filter((item) => item.nodeType === 'ITEM').map((item) => item.url);
   }
 
-  async function viewApplications(root) {
+  async function viewApplications(root, params, current) {
     const cards = h('div', { id: 'application-cards' });
     const input = h('input', { id: 'deployment-id', class: 'wide', placeholder: 'applications/<bucket>/<path>, or a configured name' });
     const form = h('form', { 'aria-label': 'Open a deployment' },
@@ -597,7 +666,11 @@
       if (!id) return;
       const card = h('div', {});
       cards.prepend(card);
-      await applicationCard(card, id);
+      try {
+        await applicationCard(card, checkedPath(id, 'deployment id', 1));
+      } catch (error) {
+        card.replaceChildren(errorBox(error, true));
+      }
     });
     root.append(h('p', { class: 'muted' },
       'Configured applications, stored ones in public and in your bucket; any other by its deployment id. Admin consent ' +
@@ -610,6 +683,7 @@
     const ids = [...new Set([...configured, ...publicApps, ...ownApps])];
     if (!ids.length) cards.append(h('p', { class: 'notice' }, 'No applications.'));
     for (const id of ids) {
+      if (!current()) return;
       const card = h('div', {});
       cards.append(card);
       await applicationCard(card, id);
@@ -650,7 +724,7 @@
     const declared = (state.declaration && state.declaration.resources) || [];
     const label = state.consented ? 'live' : state.stale ? 'stale' : declared.length ? 'none' : 'nothing declared';
     const article = h('article', { class: 'card application', 'data-id': id },
-      h('h3', {}, id),
+      h('h3', { tabindex: '-1' }, id),
       h('p', {}, 'Admin consent: ', h('span', { class: `badge consent-state ${label === 'live' ? 'live' : label === 'stale' ? 'stale' : 'none'}` }, label),
         state.grantedBy ? h('span', { class: 'muted' }, ` · granted by ${state.grantedBy} at ${when(state.grantedAt)}`) : null));
     if (declared.length) {
@@ -661,23 +735,26 @@
       article.append(h('p', { class: 'muted' }, 'Declares no resource dependencies: nothing to consent to.'));
     }
     if (state.stale && state.consent) {
-      article.append(h('h4', {}, 'Changed since the approval'), table(
+      const changes = declarationChanges(state.consent.resources || [], declared);
+      article.append(h('h4', {}, 'Changed since the approval'), changes.length ? table(
         ['Change', 'Link id', 'Target (approved)', 'Target (now)', 'Access (approved)', 'Access (now)', 'Required (approved)', 'Required (now)'],
-        declarationChanges(state.consent.resources || [], declared), { class: 'stale-diff' }));
+        changes, { class: 'stale-diff' }) : h('p', { class: 'muted' }, 'No record differs in target, access or required: the records changed in some other way (their number or form).'));
     }
     const answer = h('div', { class: 'answer', 'aria-live': 'polite' });
     const actions = h('div', { class: 'actions' });
     if (declared.length && !state.consented) {
-      actions.append(actionButton(state.stale ? 'Grant again' : 'Grant consent', { class: 'primary grant' }, answer, async () => {
+      actions.append(actionButton(state.stale ? 'Grant again' : 'Grant consent', { class: 'primary grant', 'aria-label': `Grant consent to ${id}` }, answer, async () => {
         await call('POST', `/v1/consent/${id}/admin-consent`, { json: {} });
         await applicationCard(card, id);
+        card.querySelector('h3').focus();
         return [];
       }));
     }
     if (state.consent) {
-      actions.append(actionButton('Withdraw consent', { class: 'danger withdraw' }, answer, async () => {
+      actions.append(actionButton('Withdraw consent', { class: 'danger withdraw', 'aria-label': `Withdraw consent to ${id}` }, answer, async () => {
         await call('DELETE', `/v1/consent/${id}/admin-consent`, { expect: 'text' });
         await applicationCard(card, id);
+        card.querySelector('h3').focus();
         return [];
       }));
     }
@@ -693,23 +770,36 @@
     return entries.length ? entries.map(([key, value]) => `${key}: ${value}`).join('; ') : 'host defaults';
   };
 
-  async function viewHandlers(root) {
-    const handlers = await call('GET', '/v1/ops/handlers');
-    session.handlers = handlers;
-    const answer = h('div', { class: 'answer', id: 'reload-answer', 'aria-live': 'polite' });
-    root.append(table(['Group', 'Type', 'Version', 'Source', 'SHA-256', 'Strict', 'Limits'],
+  function handlersTable(handlers) {
+    return table(['Group', 'Type', 'Version', 'Source', 'SHA-256', 'Strict', 'Limits'],
       handlers.map((handler) => [code(handler.group), `${handler.typeName} (${handler.displayName})`, handler.handlerVersion,
         h('span', { class: 'break' }, sourceText(handler.source)), h('code', { title: handler.sha256 }, handler.sha256.slice(0, 16) + '…'),
-        handler.strict ? 'yes' : 'no', limitsText(handler.limits)]), { class: 'handlers' }),
+        handler.strict ? 'yes' : 'no', limitsText(handler.limits)]), { class: 'handlers' });
+  }
+
+  async function viewHandlers(root) {
+    session.handlers = await call('GET', '/v1/ops/handlers');
+    let listed = handlersTable(session.handlers);
+    // After a reload the table shows what serves now, beside the report.
+    const relist = async () => {
+      session.handlers = await call('GET', '/v1/ops/handlers');
+      const fresh = handlersTable(session.handlers);
+      listed.replaceWith(fresh);
+      listed = fresh;
+    };
+    const answer = h('div', { class: 'answer', id: 'reload-answer', 'aria-live': 'polite' });
+    root.append(listed,
     h('p', { class: 'muted' }, 'Reload re-reads the handlers directory of this instance: new files load, changed ones replace ' +
       'their old version, removed ones unload; a file that fails leaves what it would replace serving. Reload each instance.'),
     h('div', { class: 'actions' }, actionButton('Reload handlers', { class: 'primary reload' }, answer, async () => {
       try {
         const report = await call('POST', '/v1/ops/handlers/reload', { json: {} });
-        return [h('div', { class: 'success', role: 'status' }, 'Reloaded: every handler file loaded.'), reloadReport(report)];
+        await relist();
+        return [h('div', { class: 'success' }, 'Reloaded: every handler file loaded.'), reloadReport(report)];
       } catch (error) {
         if (error instanceof ApiFailure && error.status === 422 && error.body) {
-          return [h('div', { class: 'error', role: 'alert' }, 'Reloaded with failures (422): the failed files are named below.'),
+          await relist();
+          return [h('div', { class: 'error' }, 'Reloaded with failures (422): the failed files are named below.'),
             reloadReport(error.body)];
         }
         throw error;
@@ -720,11 +810,10 @@
   function reloadReport(report) {
     const box = h('div', { class: 'reload-report' });
     box.append(h('h4', {}, 'Serving'), table(['Group', 'Version', 'Change', 'Source', 'SHA-256'],
-      (report.serving || []).map((s) => [code(s.group), s.handlerVersion, h('span', { class: 'badge ok' }, s.change),
+      (report.serving || []).map((s) => [code(s.group), s.handlerVersion, h('span', { class: 'badge ok change' }, s.change),
         h('span', { class: 'break' }, sourceText(s.source)), h('code', { title: s.sha256 }, s.sha256.slice(0, 16) + '…')])));
     if ((report.failed || []).length) {
-      box.append(h('h4', {}, 'Failed'), table(['Source', 'Error', 'Still serving'],
-        report.failed.map((f) => [h('span', { class: 'break' }, sourceText(f.source)), f.error, f.stillServing || 'nothing'])));
+      box.append(h('h4', {}, 'Failed'), table(['Source', 'Error', 'Still serving'], report.failed.map((f) => [h('span', { class: 'break' }, sourceText(f.source)), f.error, f.stillServing || 'nothing']), { class: 'failed' }));
     }
     if ((report.removed || []).length) box.append(h('h4', {}, 'Removed'), h('ul', {}, report.removed.map((group) => h('li', {}, code(group)))));
     return box;
@@ -734,6 +823,7 @@
 
   async function viewHistory(root, params) {
     const url = stripSlash(params.get('url') || '');
+    if (url) checkedPath(url, 'resource URL', 3);
     const input = h('input', { id: 'resource-url', class: 'wide', value: url, placeholder: 'skills/<bucket>/<path>' });
     const form = h('form', { 'aria-label': 'Show a resource\'s history' },
       h('label', { for: 'resource-url' }, 'Resource URL'), input, h('button', { type: 'submit' }, 'Show history'));
@@ -756,8 +846,7 @@
     const box = h('div', {}, h('h3', {}, 'Your resources'));
     const list = h('ul', { class: 'own-resources' });
     for (const group of groups) {
-      const listing = await call('GET', `/v2/metadata/${group}/${session.bucket}/?recursive=true&limit=200`).catch(notFoundAsNull);
-      for (const item of (listing && listing.items) || []) {
+      for (const item of await listAll(`/v2/metadata/${group}/${session.bucket}/?recursive=true&limit=1000`)) {
         if (item.nodeType !== 'ITEM') continue;
         const url = stripSlash(item.url);
         list.append(h('li', {}, h('a', { href: `#history?url=${encodeURIComponent(url)}` }, url)));
@@ -787,15 +876,19 @@
       code(version.version), when(version.createdAt), version.author || '—', String(version.files), bytes(version.bytes),
       version.current ? h('span', { class: 'badge ok' }, 'current') : '',
       h('div', { class: 'row' },
-        h('button', { type: 'button', class: 'download', 'data-version': version.version, onclick: () => download(url, version.version, answer) }, 'Download'),
-        version.current ? null : actionButton('Restore', { class: 'restore', 'data-version': version.version }, answer, async () => {
+        h('button', { type: 'button', class: 'download', 'data-version': version.version, 'aria-label': `Download version ${version.version}`,
+          onclick: () => download(url, version.version, answer) }, 'Download'),
+        version.current ? null : actionButton('Restore', { class: 'restore', 'data-version': version.version, 'aria-label': `Restore version ${version.version}` }, answer, async () => {
           const restored = await call('POST', `/v2/ops/${group}/restore`, { json: { url, version: version.version },
             headers: current ? { 'If-Match': current.etag } : {}, expect: 'response' });
           const etag = restored.headers.get('ETag');
           const refreshed = await history(url);
           box.replaceWith(refreshed);
-          refreshed.querySelector('#history-answer').replaceChildren(h('div', { class: 'success', role: 'status' },
+          const restoredAnswer = refreshed.querySelector('#history-answer');
+          restoredAnswer.replaceChildren(h('div', { class: 'success' },
             `Restored version ${version.version}: it is current again as a new version${etag ? ` (ETag ${etag})` : ''}.`));
+          restoredAnswer.setAttribute('tabindex', '-1');
+          restoredAnswer.focus();
           return [];
         })),
     ]);
@@ -811,11 +904,11 @@
         comparison.replaceChildren(h('h3', {}, 'From ', code(from.value), ' to ', code(to.value)),
           await compareFiles(before, after, read, ['from', 'to']));
       } catch (error) {
-        comparison.replaceChildren(errorBox(error));
+        comparison.replaceChildren(errorBox(error, true));
       }
     });
     box.append(h('h3', {}, code(url)),
-      table(['From', 'To', 'Version', 'Created', 'Author', 'Files', 'Size', '', 'Actions'], rows, { class: 'versions' }),
+      table(['From', 'To', 'Version', 'Created', 'Author', 'Files', 'Size', 'State', 'Actions'], rows, { class: 'versions' }),
       h('div', { class: 'actions' }, compare), answer, comparison);
     return box;
   }
@@ -829,7 +922,7 @@
       link.click();
       link.remove();
       setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
-      answer.replaceChildren(h('div', { class: 'success', role: 'status' }, `Downloaded version ${version} (${bytes(blob.size)}).`));
+      answer.replaceChildren(h('div', { class: 'success' }, `Downloaded version ${version} (${bytes(blob.size)}).`));
     } catch (error) {
       answer.replaceChildren(errorBox(error));
     }
@@ -847,11 +940,13 @@
       sessionStorage.setItem(CREDENTIAL, credential);
       start();
     });
+    // The skip link moves focus; it is not a section of its own.
+    document.querySelector('.skip').addEventListener('click', (event) => {
+      event.preventDefault();
+      document.getElementById('main').focus();
+    });
     window.addEventListener('hashchange', () => {
-      route().then(() => {
-        const title = document.getElementById('view-title');
-        if (title) title.focus();
-      });
+      route().then(focusTitle);
     });
     start();
   });
