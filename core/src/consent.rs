@@ -66,7 +66,12 @@ pub fn snapshot(declared: &[Declared]) -> ApprovedDeclaration {
 /// Whether `record` covers `declared` as it is now: the same records, as a
 /// set (order and access order do not matter; anything else does).
 pub fn is_live(record: &AdminConsent, declared: &[Declared]) -> bool {
-    let approved: BTreeSet<&ApprovedResource> = record.consent.resources.iter().collect();
+    declares(&record.consent, declared)
+}
+
+/// Whether `declared` is `declaration`: the same records, as a set.
+pub fn declares(declaration: &ApprovedDeclaration, declared: &[Declared]) -> bool {
+    let approved: BTreeSet<&ApprovedResource> = declaration.resources.iter().collect();
     let current = snapshot(declared);
     approved == current.resources.iter().collect::<BTreeSet<_>>()
 }

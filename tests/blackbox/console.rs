@@ -70,9 +70,10 @@ impl Session {
         self.browser.goto(&format!("{}/admin{fragment}", self.base)).await.expect("navigating");
     }
 
-    /// The page's text under `css` (empty when nothing matches).
+    /// The page's text under `css` as shown (empty when nothing matches or it is not rendered).
     async fn text(&self, css: &str) -> String {
-        let script = "const e = document.querySelector(arguments[0]); return e ? e.innerText : '';";
+        let script =
+            "const e = document.querySelector(arguments[0]); return e && e.checkVisibility() ? e.innerText : '';";
         let value = self.browser.execute(script, vec![json!(css)]).await.expect("running a script");
         value.as_str().unwrap_or_default().to_string()
     }
@@ -345,6 +346,15 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         s.click(&format!("{second_card} button.approve")).await;
         let refused = s.wait_text(&format!("{second_card} .answer"), "412").await;
         assert!(refused.contains("already exists"), "{refused}");
+        assert!(
+            s.text(&second_card).await.contains("approving will be refused (412)"),
+            "the review says so beforehand"
+        );
+        // Rejecting cannot be undone: the first click asks, the second rejects.
+        s.click(&format!("{second_card} button.reject")).await;
+        s.wait_text(&format!("{second_card} .answer"), "cannot be undone").await;
+        let pending = f.client().post("/v1/ops/publication/get", &[USER], &json!({"url": second}).to_string()).await;
+        assert_eq!(pending.json()["status"], "PENDING", "one click decides nothing");
         s.click(&format!("{second_card} button.reject")).await;
         s.wait_text(&format!("{second_card} .answer"), "Rejected").await;
         let status = f.client().post("/v1/ops/publication/get", &[USER], &json!({"url": second}).to_string()).await;
@@ -382,11 +392,23 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         assert_eq!(f.call_app(app, &format!("files/{alice}/drafts/x.txt")).await, 403, "stale consent grants nothing");
         s.assert_fits("the applications").await;
         s.shot("applications-stale").await;
-        // Withdrawn from the page: no record left.
+        // Withdrawn from the page (asked twice): no record left.
+        s.click(&format!("{card} button.withdraw")).await;
+        s.wait_text(&format!("{card} .answer"), "Confirm").await;
         s.click(&format!("{card} button.withdraw")).await;
         assert_eq!(s.wait_text(&state, "none").await, "none");
         let after = f.client().get(&format!("/v1/consent/{app}/admin-consent"), &[ADMIN]).await.json();
         assert_eq!(after, json!({"consented": false}));
+        // The declaration changes again while the page shows the old one: the grant names what was shown,
+        // so the API refuses it and the card shows what the application declares now.
+        f.put_app(app, "archive").await;
+        s.click(&format!("{card} button.grant")).await;
+        let refused = s.wait_text(&card, "412").await;
+        assert!(refused.contains("changed since the one reviewed"), "{refused}");
+        assert!(s.text(&format!("{card} table.declaration")).await.contains("files/{current-user}/archive/"));
+        assert_eq!(s.text(&state).await, "none");
+        let after = f.client().get(&format!("/v1/consent/{app}/admin-consent"), &[ADMIN]).await.json();
+        assert_eq!(after, json!({"consented": false}), "nothing was granted");
 
         // Handlers: a new type appears in the directory; reload shows it loaded.
         s.goto("#handlers").await;
@@ -394,7 +416,7 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         let wasm = Path::new(dial_host::handlers::GUEST_WASM_DIR).join("handler_1_0.wasm");
         std::fs::copy(wasm, f.handlers.join("notes.wasm")).unwrap();
         s.click("button.reload").await;
-        s.wait_text("#reload-answer", "every handler file loaded").await;
+        s.wait_text("#reload-answer", "Reloaded with no failures").await;
         assert_eq!(s.text("#reload-answer .reload-report .change").await, "loaded");
         assert_eq!(s.count("#reload-answer table.failed").await, 0);
         assert!(s.text("table.handlers").await.contains("notes"), "the table shows what serves now");
@@ -422,6 +444,8 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         assert!(compared.contains("- print('v1')") && compared.contains("+ print('v2')"), "{compared}");
         s.shot_at("history", "table.versions").await;
         s.click(&format!("button.restore[data-version='{first}']")).await;
+        s.wait_text("#history-answer", "oldest version is dropped").await;
+        s.click(&format!("button.restore[data-version='{first}']")).await;
         s.wait_text("#history-answer", "Restored").await;
         let current = f.client().get(&format!("/v2/{report_url}/files/scripts/run.py"), &[ADMIN]).await;
         assert_eq!(current.body, "print('v1')\n", "the restored version is current");
@@ -432,6 +456,21 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         let files = unzip(&zip);
         let script = files.iter().find(|(name, _)| name.ends_with("scripts/run.py")).expect("run.py in the zip");
         assert_eq!(script.1, b"print('v1')\n");
+
+        // Typed as people write it (a space, an accent: encoded on the way), and a path that would leave
+        // the resource API: refused in the page with the form kept.
+        for (typed, shows) in [
+            (format!("skills/{ops}/q4 réports/report"), first.clone()),
+            (format!("skills/{ops}/../../v1/ops/handlers"), "no empty, \".\" or \"..\" segment".to_string()),
+        ] {
+            s.goto("#history").await;
+            s.wait_text("#view-history", "Your resources").await;
+            let field = s.browser.find(Locator::Css("#resource-url")).await.unwrap();
+            field.clear().await.unwrap();
+            field.send_keys(&format!("{typed}\n")).await.unwrap();
+            s.wait_text("#view-history", &shows).await;
+            assert_eq!(s.count("#resource-url").await, 1, "the form stays");
+        }
     })
     .await;
 }
@@ -512,12 +551,24 @@ async fn a_non_admin_sees_no_admin_actions_and_the_api_refuses_them() {
         s.sign_in(USER.1).await;
         let card = format!("article.publication[data-url='{pending}']");
         s.wait_text(&card, "New at the target").await;
-        assert_eq!(s.count(&format!("{card} button")).await, 0, "an author cannot decide her own publication");
+        assert_eq!(
+            s.count(&format!("{card} button.approve, {card} button.reject")).await,
+            0,
+            "no decision for an author"
+        );
         s.assert_fits("the publications at phone width").await;
         s.shot("author").await;
+        // What she may do, she can: withdraw it (asked twice).
+        s.click(&format!("{card} button.withdraw-publication")).await;
+        s.wait_text(&format!("{card} .answer"), "Confirm").await;
+        s.click(&format!("{card} button.withdraw-publication")).await;
+        s.wait_text(&format!("{card} .answer"), "Withdrawn").await;
+        let gone = f.client().post("/v1/ops/publication/get", &[USER], &json!({"url": pending}).to_string()).await;
+        assert_eq!(gone.status, 404, "{}", gone.body);
 
         // A wrong credential is refused with the API's message, and nothing is kept.
         s.click("#signout").await;
+        s.wait_text("#signin", "Admin API key or JWT").await;
         let field = s.browser.wait().at_most(PATIENCE).for_element(Locator::Css("#credential")).await.unwrap();
         field.send_keys("not-a-key").await.unwrap();
         s.click("#signin-button").await;

@@ -366,6 +366,15 @@ async fn a_changed_declaration_is_stale_until_the_admin_grants_again() {
     assert_eq!((bad.status, bad.body.as_str()), (400, "declaration must be true or false"));
     let as_user = f.client().get(&path, &f.alice.auth()).await;
     assert_eq!(as_user.status, 403, "{}", as_user.body);
+    // A grant naming the declaration it reviewed is refused when the application declares something else
+    // by now (the console sends what it showed), and grants nothing.
+    let grant_path = format!("/v1/consent/{url}/admin-consent");
+    let reviewed_before = f.post(&f.boss, &grant_path, &json!({"declaration": consent["consent"]})).await;
+    assert_eq!(reviewed_before.status, 412, "{}", reviewed_before.body);
+    assert!(reviewed_before.body.contains("changed since the one reviewed"), "{}", reviewed_before.body);
+    assert_eq!(f.admin_consent(&f.boss, url).await.json()["stale"], true, "nothing granted");
+    let malformed = f.post(&f.boss, &grant_path, &json!({"declaration": {"resources": "all"}})).await;
+    assert_eq!(malformed.status, 400, "{}", malformed.body);
 
     f.grant(url).await;
     assert_eq!(status(&f.call(&f.alice, url, &drafts).await, &drafts), 200);

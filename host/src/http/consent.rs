@@ -21,7 +21,7 @@ use crate::apps::Application;
 use crate::audit::AuditEvent;
 use crate::auth::Caller;
 use crate::clock::now_ms;
-use crate::consent::{AdminConsent, ApprovedDeclaration, granted_by, is_live, snapshot, user_document};
+use crate::consent::{AdminConsent, ApprovedDeclaration, declares, granted_by, is_live, snapshot, user_document};
 
 const ADMIN_SUFFIX: &str = "/admin-consent";
 
@@ -151,7 +151,7 @@ pub async fn get(
 pub async fn post(State(state): State<AppState>, caller: Caller, uri: Uri, bytes: Bytes) -> Result<Response, ApiError> {
     Ok(match subject(&uri)? {
         Subject::User(id) => user_post(&state, &caller, &id, &bytes).await?.into_response(),
-        Subject::Admin(id) => Json(admin_post(&state, &caller, &id).await?).into_response(),
+        Subject::Admin(id) => Json(admin_post(&state, &caller, &id, &bytes).await?).into_response(),
     })
 }
 
@@ -232,15 +232,50 @@ pub async fn user_post(state: &AppState, caller: &Caller, id: &str, bytes: &Byte
     Ok(StatusCode::OK)
 }
 
+/// What a grant may pin: `{"declaration": {"resources": […]}}`, the
+/// declaration the admin reviewed (as `GET …?declaration=true` showed it).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+pub struct ReviewedDeclaration {
+    declaration: Option<ApprovedDeclaration>,
+}
+
 /// `POST /v1/consent/{id}/admin-consent`: an admin approves the declaration
-/// as it is now (400 when it declares nothing).
+/// as it is now (400 when it declares nothing). DIAL's body is empty and
+/// ignored; a body naming the `declaration` the admin reviewed makes the
+/// grant conditional on it (412 when the application declares something
+/// else by now), so an admin never approves what they were not shown.
 #[utoipa::path(post, path = "/v1/consent/{deployment}/admin-consent", tag = "consent",
     params(("deployment" = String, Path, description = "The application's deployment id")),
-    responses((status = 200, description = "Granted: the record as approved", body = AdminConsentState)))]
-pub async fn admin_post(state: &AppState, caller: &Caller, id: &str) -> Result<AdminConsentState, ApiError> {
+    request_body(content = ReviewedDeclaration, description = "Optional: the declaration reviewed"),
+    responses((status = 200, description = "Granted: the record as approved", body = AdminConsentState),
+        (status = 412, description = "The declaration changed since the one reviewed", body = String,
+            content_type = "text/plain")))]
+pub async fn admin_post(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    bytes: &Bytes,
+) -> Result<AdminConsentState, ApiError> {
     let app = admin_app(state, caller, id, "admin_consent_grant").await?;
     if app.resource_dependencies.is_empty() {
         return Err(ApiError::bad_request(format!("{id} declares no resource dependencies to consent to")));
+    }
+    // DIAL clients send `{}` or nothing; only a JSON object naming a declaration is read.
+    let reviewed = match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(body)) if body.contains_key("declaration") => {
+            serde_json::from_value::<ReviewedDeclaration>(Value::Object(body))
+                .map_err(|e| ApiError::bad_request(format!("Invalid reviewed declaration: {e}")))?
+                .declaration
+        }
+        _ => None,
+    };
+    if let Some(reviewed) = reviewed
+        && !declares(&reviewed, &app.resource_dependencies)
+    {
+        return Err(ApiError::new(
+            StatusCode::PRECONDITION_FAILED,
+            format!("The declaration of {id} changed since the one reviewed: review it again"),
+        ));
     }
     let record = AdminConsent {
         consent: snapshot(&app.resource_dependencies),

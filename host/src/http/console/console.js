@@ -14,7 +14,11 @@
   const V1_TYPES = new Set(['files', 'prompts', 'conversations', 'applications']);
   // Bounds on what one review or comparison fetches and diffs in the page.
   const MAX_DIFFED_FILES = 60;
-  const MAX_DIFFED_BYTES = 512 * 1024;
+  const MAX_DIFFED_BYTES = 256 * 1024;
+  const MAX_RENDERED_BYTES = 128 * 1024;
+  const MAX_DIFF_LINES = 2000;
+  // Publications rendered at once (each with its reviews); more on request.
+  const PUBLICATIONS_PER_PAGE = 10;
   const MAX_DIFF_CELLS = 4_000_000;
 
   // ---- DOM -------------------------------------------------------------------------------------------
@@ -55,11 +59,14 @@
     return String(error && error.message ? error.message : error);
   }
 
-  const when = (ms) => (typeof ms === 'number' ? new Date(ms).toISOString().replace('T', ' ').slice(0, 19) + ' UTC' : '—');
+  const when = (ms) => (typeof ms === 'number' ? new Date(ms).toISOString().replace('T', ' ').slice(0, 23) + ' UTC' : '—');
   const bytes = (n) => (typeof n === 'number' ? `${n.toLocaleString('en')} B` : '—');
   const code = (text) => h('code', {}, text);
   const stripSlash = (url) => url.replace(/\/+$/, '');
-  const lastSegment = (url) => decodeURIComponent(stripSlash(url).split('/').pop() || url);
+  const lastSegment = (url) => safeDecode(stripSlash(url).split('/').pop() || url);
+  /** A resource URL as people read it: each segment decoded (the API's URLs are percent-encoded). */
+  const shown = (url) => url.split('/').map(safeDecode).join('/');
+  const url = (path) => code(shown(path));
 
   // ---- The API, with the tab's credential --------------------------------------------------------------
 
@@ -76,16 +83,15 @@
     return credential ? { Authorization: `Bearer ${credential}` } : {};
   }
 
-  /** A resource URL or deployment id typed or taken from the page's address: checked before it becomes part of
-   *  an API path, so it can only name a resource (no `.`/`..`/empty segment, no query or fragment). */
+  /** A resource URL or deployment id typed or taken from the page's address, made safe to put in an API path:
+   *  each segment percent-encoded as the API expects (whether it was typed encoded or not, so `?`, `#` and `%`
+   *  are parts of names), and no empty, `.` or `..` segment (which would reach another route). */
   function checkedPath(path, what, minSegments) {
-    const segments = path.split('/');
-    const bad = segments.find((segment) => ['', '.', '..'].includes(segment) || /[?#\\]/.test(segment)
-      || ['.', '..'].includes(safeDecode(segment)));
-    if (bad !== undefined || segments.length < minSegments) {
-      throw new Error(`Not a ${what}: ${path} (expected ${minSegments > 1 ? '<type>/<bucket>/<path>' : 'a name'}, no empty, "." or ".." segment)`);
+    const segments = path.split('/').map(safeDecode);
+    if (segments.length < minSegments || segments.some((segment) => ['', '.', '..'].includes(segment))) {
+      throw new Error(`Not a ${what}: ${path} (${minSegments > 1 ? '<type>/<bucket>/<path>, ' : ''}no empty, "." or ".." segment)`);
     }
-    return path;
+    return segments.map(encodeURIComponent).join('/');
   }
 
   function safeDecode(segment) {
@@ -162,15 +168,17 @@
     return [
       h('span', {}, 'Signed in: ', h('strong', {}, name), h('span', { class: 'muted' }, ` · roles: ${roles}`)),
       h('span', { class: `badge ${session.admin ? 'ok' : 'warn'}`, id: 'role-badge' }, session.admin ? 'admin' : 'not an admin'),
-      h('button', { type: 'button', id: 'signout', onclick: signOut }, 'Sign out'),
+      h('button', { type: 'button', id: 'signout', onclick: () => signOut() }, 'Sign out'),
     ];
   }
 
-  function signOut() {
+  /** Forgets the credential; `why` (an error) is shown on the sign-in form. */
+  async function signOut(why) {
     sessionStorage.removeItem(CREDENTIAL);
     Object.assign(session, { admin: false, info: null, bucket: null, handlers: null });
-    location.hash = '';
-    start();
+    window.history.replaceState(null, '', location.pathname);
+    await start();
+    if (why) document.getElementById('message').replaceChildren(errorBox(why, true));
   }
 
   async function start() {
@@ -189,11 +197,14 @@
     try {
       await probe();
     } catch (error) {
-      sessionStorage.removeItem(CREDENTIAL);
-      signin.hidden = false;
+      // A refused credential is forgotten; any other failure (the server away a moment) keeps it, to retry.
+      const refused = error instanceof ApiFailure && error.status === 401;
+      if (refused) sessionStorage.removeItem(CREDENTIAL);
+      signin.hidden = !refused;
       nav.hidden = true;
-      document.getElementById('message').replaceChildren(errorBox(error, true));
-      document.getElementById('credential').focus();
+      const retry = refused ? null : h('button', { type: 'button', id: 'retry', onclick: () => start() }, 'Try again');
+      document.getElementById('message').replaceChildren(errorBox(error, true), retry || '');
+      (retry || document.getElementById('credential')).focus();
       return;
     }
     signin.hidden = true;
@@ -255,6 +266,11 @@
         await view.render(content, params, () => ticket === rendering);
       }
     } catch (error) {
+      // A credential that stopped being accepted (an expired JWT, a removed key): sign in again.
+      if (error instanceof ApiFailure && error.status === 401) {
+        await signOut(error);
+        return;
+      }
       if (ticket === rendering) content.append(errorBox(error, true));
     } finally {
       content.removeAttribute('aria-busy');
@@ -265,9 +281,21 @@
   /** A button whose click runs `action` and shows its outcome in `answer` (focused, so a keyboard or screen
    *  reader user lands on it). With `final`, a success removes the buttons beside it: the decision is made,
    *  and a second click could only be refused. */
-  function actionButton(label, attrs, answer, action, final) {
+  function actionButton(label, attrs, answer, action, final, confirmation) {
     const button = h('button', { type: 'button', ...attrs }, label);
+    let armed = false;
     button.addEventListener('click', async () => {
+      // A decision that cannot be undone asks twice: the first click says what the second will do.
+      if (confirmation && !armed) {
+        armed = true;
+        button.textContent = `Confirm: ${label}`;
+        if (attrs['aria-label']) button.setAttribute('aria-label', `Confirm: ${attrs['aria-label']}`);
+        answer.replaceChildren(h('p', { class: 'notice' }, `${confirmation} Click “Confirm: ${label}” to go on.`));
+        return;
+      }
+      armed = false;
+      button.textContent = label;
+      if (attrs['aria-label']) button.setAttribute('aria-label', attrs['aria-label']);
       const group = button.closest('.actions');
       const buttons = group ? [...group.querySelectorAll('button')] : [button];
       buttons.forEach((b) => { b.disabled = true; });
@@ -369,9 +397,16 @@
       if (folded) box.append(h('div', { class: 'hunk' }, `  … ${folded} unchanged line${folded === 1 ? '' : 's'} …`));
       folded = 0;
     };
+    let shownLines = 0;
     ops.forEach((op, index) => {
+      if (shownLines > MAX_DIFF_LINES) return;
       if (op.op === ' ' && !near(index)) { folded++; return; }
       flush();
+      if (++shownLines > MAX_DIFF_LINES) {
+        box.append(h('div', { class: 'hunk' }, `  … the rest (${ops.length - index} lines) not shown …`));
+        folded = 0;
+        return;
+      }
       const kind = op.op === '+' ? 'add' : op.op === '-' ? 'del' : 'same';
       box.append(h('div', { class: kind }, `${op.op} ${op.text}`));
     });
@@ -549,7 +584,13 @@
       return;
     }
     shown.sort((a, b) => a.createdAt - b.createdAt);
-    for (const summary of shown) {
+    await publicationPage(root, shown, 0, current);
+  }
+
+  /** Publications `from`… of `all`, then a button for the next ones. */
+  async function publicationPage(root, all, from, current) {
+    const page = all.slice(from, from + PUBLICATIONS_PER_PAGE);
+    for (const summary of page) {
       if (!current()) return;
       // One publication decided or withdrawn since the list was read fails alone.
       const slot = h('div', {});
@@ -559,6 +600,19 @@
       } catch (error) {
         slot.replaceWith(h('article', { class: 'card publication', 'data-url': summary.url }, h('h3', {}, summary.url), errorBox(error)));
       }
+    }
+    const rest = all.length - from - page.length;
+    if (rest > 0 && current()) {
+      const more = h('button', { type: 'button', class: 'more' }, `Show ${Math.min(rest, PUBLICATIONS_PER_PAGE)} more of ${rest}`);
+      more.addEventListener('click', async () => {
+        more.disabled = true;
+        const holder = h('div', {});
+        more.replaceWith(holder);
+        await publicationPage(holder, all, from + PUBLICATIONS_PER_PAGE, () => holder.isConnected);
+        const next = holder.querySelector('article h3');
+        if (next) { next.setAttribute('tabindex', '-1'); next.focus(); }
+      });
+      root.append(more);
     }
   }
 
@@ -570,9 +624,10 @@
       h('h3', {}, publication.name || lastSegment(publication.url)),
       h('p', { class: 'muted' }, code(publication.url), ` · by ${publication.author || 'unknown'} · ${when(publication.createdAt)} · `,
         h('span', { class: `badge ${STATUS_BADGE[publication.status] || 'warn'}` }, publication.status)),
-      h('p', {}, 'Target folder: ', code(publication.targetFolder)));
+      h('p', {}, 'Target folder: ', url(publication.targetFolder)),
+      publication.comment ? h('p', { class: 'notice comment' }, 'Comment: ', publication.comment) : null);
     card.append(h('h4', {}, 'Resources'), table(['Action', 'Source', 'Target', 'Review copy'],
-      publication.resources.map((r) => [r.action, r.sourceUrl ? code(r.sourceUrl) : '—', code(r.targetUrl), r.reviewUrl ? code(r.reviewUrl) : '—'])));
+      publication.resources.map((r) => [r.action, r.sourceUrl ? url(r.sourceUrl) : '—', url(r.targetUrl), r.reviewUrl ? url(r.reviewUrl) : '—'])));
     if (publication.rules && publication.rules.length) {
       card.append(h('h4', {}, 'Rules on the target folder'), table(['Function', 'Source', 'Targets'],
         publication.rules.map((rule) => [rule.function, code(rule.source), (rule.targets || []).join(', ')])));
@@ -581,7 +636,7 @@
     }
     // Review copies exist while a publication is pending; a decided one shows its resources only.
     for (const resource of publication.status === 'PENDING' ? publication.resources : []) {
-      const details = h('details', { class: 'review', open: true },
+      const details = h('details', { class: 'review', open: publication.resources.length <= 3 },
         h('summary', {}, `${resource.action === 'DELETE' ? 'Removes' : 'Review of'} ${lastSegment(resource.targetUrl)}`));
       try {
         details.append(await review(resource));
@@ -598,7 +653,7 @@
         const body = { url: publication.url };
         if (comment.value.trim()) body.comment = comment.value.trim();
         const decided = await call('POST', `/v1/ops/publication/${verb}`, { json: body });
-        const targets = decided.resources.map((r) => h('li', {}, code(r.targetUrl)));
+        const targets = decided.resources.map((r) => h('li', {}, url(r.targetUrl)));
         return h('div', { class: 'success' },
           `${verb === 'approve' ? 'Approved' : 'Rejected'}: the publication is ${decided.status}.`,
           verb === 'approve' ? h('ul', {}, targets) : null);
@@ -606,17 +661,29 @@
       card.append(h('label', { for: `comment-${publication.url}` }, 'Comment'), ' ', comment,
         h('div', { class: 'actions' },
           actionButton('Approve', { class: 'primary approve', 'aria-label': `Approve ${name}` }, answer, decide('approve'), true),
-          actionButton('Reject', { class: 'danger reject', 'aria-label': `Reject ${name}` }, answer, decide('reject'), true)),
+          actionButton('Reject', { class: 'danger reject', 'aria-label': `Reject ${name}` }, answer, decide('reject'), true,
+            'Rejecting cannot be undone: the review copies are removed and the author sees your comment.')),
         answer);
+    } else if (!session.admin && publication.status === 'PENDING') {
+      // The author may withdraw her own pending publication (the API's `publication/delete`).
+      const answer = h('div', { class: 'answer', 'aria-live': 'polite' });
+      card.append(h('div', { class: 'actions' },
+        actionButton('Withdraw', { class: 'danger withdraw-publication', 'aria-label': `Withdraw ${publication.name || lastSegment(publication.url)}` }, answer, async () => {
+          await call('POST', '/v1/ops/publication/delete', { json: { url: publication.url }, expect: 'text' });
+          return h('div', { class: 'success' }, 'Withdrawn: the publication and its review copies are removed.');
+        }, true, 'Withdrawing removes the publication and its review copies.')), answer);
     }
     return card;
   }
+
+  // A publication adds only where nothing is (DIAL's rule): what is there now is shown, and approval is refused.
+  const OCCUPIED = 'Something is at the target now: approving will be refused (412) until it is removed. It is compared below.';
 
   /** One resource of a publication: what it adds, against what is at its target now. */
   async function review(resource) {
     const box = h('div', {});
     if (resource.action === 'DELETE') {
-      box.append(h('p', {}, 'Deletes ', code(resource.targetUrl), ' from public.'));
+      box.append(h('p', {}, 'Deletes ', url(resource.targetUrl), ' from public.'));
       return box;
     }
     const reviewUrl = stripSlash(resource.reviewUrl || resource.sourceUrl);
@@ -627,16 +694,16 @@
         call('GET', `/v1/metadata/${reviewUrl}`),
         call('GET', `/v1/metadata/${targetUrl}`).catch(notFoundAsNull),
       ]);
-      box.append(h('p', {}, before ? 'Replaces the resource at the target:' : 'New at the target.'));
+      box.append(h('p', {}, before ? OCCUPIED : 'New at the target.'));
       const one = (meta) => new Map([[lastSegment(targetUrl), { href: '', etag: meta.etag, size: meta.contentLength }]]);
       const read = (side) => textOf(`/v1/${side ? reviewUrl : targetUrl}`);
       box.append(await compareFiles(before && one(before), one(after), read, ['public now', 'proposed']));
       return box;
     }
     const [after, before] = await Promise.all([filesOf(reviewUrl), filesOf(targetUrl).catch(notFoundAsNull)]);
-    box.append(h('p', {}, before ? 'Replaces the resource at the target; its files compared:' : 'New at the target.'));
+    box.append(h('p', {}, before ? OCCUPIED : 'New at the target.'));
     const definition = definitionFile(after);
-    if (definition && after.get(definition).size > MAX_DIFFED_BYTES) {
+    if (definition && after.get(definition).size > MAX_RENDERED_BYTES) {
       box.append(h('p', { class: 'muted' }, `${definition} is too large to render here (${bytes(after.get(definition).size)}).`));
     } else if (definition) {
       const text = await textOf(`/v2/${reviewUrl}/files/${after.get(definition).href}`);
@@ -712,19 +779,20 @@
     return rows;
   }
 
-  async function applicationCard(card, id) {
+  /** Renders the application's card into `card`; `notice` (an error of the last action) goes in its answer. */
+  async function applicationCard(card, id, notice) {
     card.replaceChildren(h('p', { class: 'muted' }, `Loading ${id}…`));
     let state;
     try {
       state = await call('GET', `/v1/consent/${id}/admin-consent?declaration=true`);
     } catch (error) {
-      card.replaceChildren(h('article', { class: 'card application', 'data-id': id }, h('h3', {}, id), errorBox(error)));
+      card.replaceChildren(h('article', { class: 'card application', 'data-id': id }, h('h3', {}, shown(id)), errorBox(error)));
       return;
     }
     const declared = (state.declaration && state.declaration.resources) || [];
     const label = state.consented ? 'live' : state.stale ? 'stale' : declared.length ? 'none' : 'nothing declared';
     const article = h('article', { class: 'card application', 'data-id': id },
-      h('h3', { tabindex: '-1' }, id),
+      h('h3', { tabindex: '-1' }, shown(id)),
       h('p', {}, 'Admin consent: ', h('span', { class: `badge consent-state ${label === 'live' ? 'live' : label === 'stale' ? 'stale' : 'none'}` }, label),
         state.grantedBy ? h('span', { class: 'muted' }, ` · granted by ${state.grantedBy} at ${when(state.grantedAt)}`) : null));
     if (declared.length) {
@@ -743,23 +811,33 @@
     const answer = h('div', { class: 'answer', 'aria-live': 'polite' });
     const actions = h('div', { class: 'actions' });
     if (declared.length && !state.consented) {
-      actions.append(actionButton(state.stale ? 'Grant again' : 'Grant consent', { class: 'primary grant', 'aria-label': `Grant consent to ${id}` }, answer, async () => {
-        await call('POST', `/v1/consent/${id}/admin-consent`, { json: {} });
-        await applicationCard(card, id);
-        card.querySelector('h3').focus();
-        return [];
-      }));
+      // The grant names the declaration shown here: if the application declares something else by now, the
+      // API refuses it (412) and the card shows what it declares.
+      actions.append(actionButton(state.stale ? 'Grant again' : 'Grant consent', { class: 'primary grant', 'aria-label': `Grant consent to ${shown(id)}` }, answer,
+        () => decideConsent(card, id, () => call('POST', `/v1/consent/${id}/admin-consent`, { json: { declaration: state.declaration } }))));
     }
     if (state.consent) {
-      actions.append(actionButton('Withdraw consent', { class: 'danger withdraw', 'aria-label': `Withdraw consent to ${id}` }, answer, async () => {
-        await call('DELETE', `/v1/consent/${id}/admin-consent`, { expect: 'text' });
-        await applicationCard(card, id);
-        card.querySelector('h3').focus();
-        return [];
-      }));
+      actions.append(actionButton('Withdraw consent', { class: 'danger withdraw', 'aria-label': `Withdraw consent to ${shown(id)}` }, answer,
+        () => decideConsent(card, id, () => call('DELETE', `/v1/consent/${id}/admin-consent`, { expect: 'text' })),
+        false, 'Withdrawing takes the grants away from the next call of every user.'));
     }
     article.append(actions, answer);
+    if (notice) answer.replaceChildren(notice);
     card.replaceChildren(article);
+  }
+
+  /** A consent decision, then the card as the API has it now (with the refusal, if any). */
+  async function decideConsent(card, id, decide) {
+    let refusal;
+    try {
+      await decide();
+    } catch (error) {
+      refusal = errorBox(error);
+    }
+    await applicationCard(card, id, refusal);
+    const heading = card.querySelector('h3');
+    if (heading) heading.focus();
+    return [];
   }
 
   // ---- Handlers --------------------------------------------------------------------------------------------
@@ -795,7 +873,7 @@
       try {
         const report = await call('POST', '/v1/ops/handlers/reload', { json: {} });
         await relist();
-        return [h('div', { class: 'success' }, 'Reloaded: every handler file loaded.'), reloadReport(report)];
+        return [h('div', { class: 'success' }, 'Reloaded with no failures.'), reloadReport(report)];
       } catch (error) {
         if (error instanceof ApiFailure && error.status === 422 && error.body) {
           await relist();
@@ -822,22 +900,24 @@
   // ---- A resource's history ---------------------------------------------------------------------------------
 
   async function viewHistory(root, params) {
-    const url = stripSlash(params.get('url') || '');
-    if (url) checkedPath(url, 'resource URL', 3);
-    const input = h('input', { id: 'resource-url', class: 'wide', value: url, placeholder: 'skills/<bucket>/<path>' });
+    const asked = stripSlash(params.get('url') || '');
+    const input = h('input', { id: 'resource-url', class: 'wide', value: shown(asked), placeholder: 'skills/<bucket>/<path>' });
     const form = h('form', { 'aria-label': 'Show a resource\'s history' },
       h('label', { for: 'resource-url' }, 'Resource URL'), input, h('button', { type: 'submit' }, 'Show history'));
     form.addEventListener('submit', (event) => {
       event.preventDefault();
       const wanted = stripSlash(input.value.trim().replace(/^\/+/, '').replace(/^v2\//, ''));
-      if (wanted) location.hash = `history?url=${encodeURIComponent(wanted)}`;
+      if (!wanted) return;
+      const hash = `#history?url=${encodeURIComponent(wanted)}`;
+      // The same URL again: show it afresh (no hash change would).
+      if (location.hash === hash) route(); else location.hash = hash;
     });
     root.append(form);
-    if (!url) {
+    if (!asked) {
       root.append(await ownResources());
       return;
     }
-    root.append(await history(url));
+    root.append(await versionHistory(checkedPath(asked, 'resource URL', 3)));
   }
 
   /** The caller's own folder resources, to pick one. */
@@ -849,14 +929,14 @@
       for (const item of await listAll(`/v2/metadata/${group}/${session.bucket}/?recursive=true&limit=1000`)) {
         if (item.nodeType !== 'ITEM') continue;
         const url = stripSlash(item.url);
-        list.append(h('li', {}, h('a', { href: `#history?url=${encodeURIComponent(url)}` }, url)));
+        list.append(h('li', {}, h('a', { href: `#history?url=${encodeURIComponent(url)}` }, shown(url))));
       }
     }
     box.append(list.children.length ? list : h('p', { class: 'muted' }, 'None in your bucket; enter any resource URL you can read.'));
     return box;
   }
 
-  async function history(url) {
+  async function versionHistory(url) {
     const box = h('div', { id: 'history', 'data-url': url });
     const versions = [];
     let token = '';
@@ -882,7 +962,7 @@
           const restored = await call('POST', `/v2/ops/${group}/restore`, { json: { url, version: version.version },
             headers: current ? { 'If-Match': current.etag } : {}, expect: 'response' });
           const etag = restored.headers.get('ETag');
-          const refreshed = await history(url);
+          const refreshed = await versionHistory(url);
           box.replaceWith(refreshed);
           const restoredAnswer = refreshed.querySelector('#history-answer');
           restoredAnswer.replaceChildren(h('div', { class: 'success' },
@@ -890,7 +970,7 @@
           restoredAnswer.setAttribute('tabindex', '-1');
           restoredAnswer.focus();
           return [];
-        })),
+        }, false, 'Restoring commits this version as a new one; when the history is full its oldest version is dropped.')),
     ]);
     const compare = h('button', { type: 'button', class: 'compare' }, 'Compare selected versions');
     compare.addEventListener('click', async () => {
@@ -907,7 +987,7 @@
         comparison.replaceChildren(errorBox(error, true));
       }
     });
-    box.append(h('h3', {}, code(url)),
+    box.append(h('h3', {}, code(shown(url))),
       table(['From', 'To', 'Version', 'Created', 'Author', 'Files', 'Size', 'State', 'Actions'], rows, { class: 'versions' }),
       h('div', { class: 'actions' }, compare), answer, comparison);
     return box;
@@ -934,9 +1014,16 @@
     document.getElementById('signin-form').addEventListener('submit', (event) => {
       event.preventDefault();
       const field = document.getElementById('credential');
-      const credential = field.value.trim();
+      const credential = field.value.trim().replace(/^bearer\s+/i, '');
       field.value = '';
       if (!credential) return;
+      // Header values are printable ASCII; anything else never reaches the server, so say so here.
+      if (!/^[\x21-\x7e]+$/.test(credential)) {
+        document.getElementById('message').replaceChildren(errorBox(new Error(
+          'A key or token is printable ASCII without spaces; this one is not (was something else pasted?).'), true));
+        field.focus();
+        return;
+      }
       sessionStorage.setItem(CREDENTIAL, credential);
       start();
     });
