@@ -66,7 +66,7 @@
   const lastSegment = (url) => safeDecode(stripSlash(url).split('/').pop() || url);
   /** A resource URL as people read it: each segment decoded (the API's URLs are percent-encoded). */
   const shown = (url) => url.split('/').map(safeDecode).join('/');
-  const url = (path) => code(shown(path));
+  const urlCode = (path) => code(shown(path));
 
   // ---- The API, with the tab's credential --------------------------------------------------------------
 
@@ -624,10 +624,10 @@
       h('h3', {}, publication.name || lastSegment(publication.url)),
       h('p', { class: 'muted' }, code(publication.url), ` · by ${publication.author || 'unknown'} · ${when(publication.createdAt)} · `,
         h('span', { class: `badge ${STATUS_BADGE[publication.status] || 'warn'}` }, publication.status)),
-      h('p', {}, 'Target folder: ', url(publication.targetFolder)),
+      h('p', {}, 'Target folder: ', urlCode(publication.targetFolder)),
       publication.comment ? h('p', { class: 'notice comment' }, 'Comment: ', publication.comment) : null);
     card.append(h('h4', {}, 'Resources'), table(['Action', 'Source', 'Target', 'Review copy'],
-      publication.resources.map((r) => [r.action, r.sourceUrl ? url(r.sourceUrl) : '—', url(r.targetUrl), r.reviewUrl ? url(r.reviewUrl) : '—'])));
+      publication.resources.map((r) => [r.action, r.sourceUrl ? urlCode(r.sourceUrl) : '—', urlCode(r.targetUrl), r.reviewUrl ? urlCode(r.reviewUrl) : '—'])));
     if (publication.rules && publication.rules.length) {
       card.append(h('h4', {}, 'Rules on the target folder'), table(['Function', 'Source', 'Targets'],
         publication.rules.map((rule) => [rule.function, code(rule.source), (rule.targets || []).join(', ')])));
@@ -653,7 +653,7 @@
         const body = { url: publication.url };
         if (comment.value.trim()) body.comment = comment.value.trim();
         const decided = await call('POST', `/v1/ops/publication/${verb}`, { json: body });
-        const targets = decided.resources.map((r) => h('li', {}, url(r.targetUrl)));
+        const targets = decided.resources.map((r) => h('li', {}, urlCode(r.targetUrl)));
         return h('div', { class: 'success' },
           `${verb === 'approve' ? 'Approved' : 'Rejected'}: the publication is ${decided.status}.`,
           verb === 'approve' ? h('ul', {}, targets) : null);
@@ -683,7 +683,7 @@
   async function review(resource) {
     const box = h('div', {});
     if (resource.action === 'DELETE') {
-      box.append(h('p', {}, 'Deletes ', url(resource.targetUrl), ' from public.'));
+      box.append(h('p', {}, 'Deletes ', urlCode(resource.targetUrl), ' from public.'));
       return box;
     }
     const reviewUrl = stripSlash(resource.reviewUrl || resource.sourceUrl);
