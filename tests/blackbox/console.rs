@@ -268,18 +268,30 @@ roles = ["user"]
     }
 }
 
-/// An admin signs in with a key, approves one publication (the skill is then under `public`), sees the
-/// next one's diff against what `public` holds and rejects it, grants consent to a declaring application
-/// (its call then succeeds), sees the stale diff after the declaration changes, reloads the handlers with
-/// a new type in the directory, and restores and downloads an older version of a skill.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_browser() {
-    let Some(driver) = chromedriver() else { return };
-    let f = Fixture::start(true).await;
+/// A server (with the mock application when `with_app`) and a Chromium session on it at `size`, downloading
+/// into the fixture's directory; `None` when Chromium is not installed (outside CI). The driver must outlive
+/// the session.
+async fn browse(
+    test: &'static str,
+    with_app: bool,
+    size: (u32, u32),
+) -> Option<(ChromeDriver, std::sync::Arc<Fixture>, Session)> {
+    let driver = chromedriver()?;
+    let f = Fixture::start(with_app).await;
     let downloads = f.setup.path().join("downloads");
     std::fs::create_dir(&downloads).unwrap();
-    let session = Session::open("admin", &driver, &f.server, &downloads, (1280, 800)).await;
-    let f = std::sync::Arc::new(f);
+    let session = Session::open(test, &driver, &f.server, &downloads, size).await;
+    Some((driver, std::sync::Arc::new(f), session))
+}
+
+/// An admin signs in with a key, approves one publication (its skill and file are then in `public`), sees
+/// the next one's diff against what `public` holds now, is refused approving it and rejects it; grants
+/// consent to a declaring application (its call then succeeds), sees the stale diff after the declaration
+/// changes, withdraws, and is refused a grant of a declaration changed under the page; reloads the handlers
+/// with a new type and with a broken file; compares, restores and downloads an older version of a skill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_browser() {
+    let Some((_driver, f, session)) = browse("admin", true, (1280, 800)).await else { return };
     let fixture = f.clone();
     with_session(session, move |s| async move {
         let f = fixture;
@@ -479,13 +491,8 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
 /// whatever the page shows. On a phone-width window the page still reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_admin_sees_no_admin_actions_and_the_api_refuses_them() {
-    let Some(driver) = chromedriver() else { return };
-    let f = Fixture::start(false).await;
-    let downloads = f.setup.path().join("downloads");
-    std::fs::create_dir(&downloads).unwrap();
+    let Some((_driver, f, session)) = browse("non-admin", false, (390, 844)).await else { return };
     let carol = JwtUser::new(&f.client(), HS_SECRET, "carol", &["user"]).await;
-    let session = Session::open("non-admin", &driver, &f.server, &downloads, (390, 844)).await;
-    let f = std::sync::Arc::new(f);
     let fixture = f.clone();
     with_session(session, move |s| async move {
         let f = fixture;
