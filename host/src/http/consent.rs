@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::error::ApiError;
+use super::extract::query_flag;
 use super::mint::{Reader, decode_id, resolve};
 use super::state::AppState;
 use crate::access::AdminDecision;
@@ -110,11 +111,8 @@ pub struct AdminConsentQuery {
 
 impl AdminConsentQuery {
     fn wants_declaration(&self) -> Result<bool, ApiError> {
-        match self.declaration.as_deref().map(str::to_ascii_lowercase).as_deref() {
-            None | Some("false") => Ok(false),
-            Some("true") => Ok(true),
-            Some(_) => Err(ApiError::bad_request("declaration must be true or false")),
-        }
+        query_flag(self.declaration.as_deref())
+            .ok_or_else(|| ApiError::bad_request("declaration must be true or false"))
     }
 }
 

@@ -63,6 +63,16 @@ impl FromRequestParts<AppState> for Admin {
     }
 }
 
+/// A `true`/`false` query parameter as DIAL reads one: either word in any
+/// case, absent = false; `None` for anything else.
+pub fn query_flag(value: Option<&str>) -> Option<bool> {
+    match value.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("false") => Some(false),
+        Some("true") => Some(true),
+        Some(_) => None,
+    }
+}
+
 /// DIAL's answer to any listing parameter it cannot read.
 pub const BAD_LISTING_QUERY: &str =
     "Bad query parameters. Limit must be in [0, 1000] range. Recursive must be true/false";
@@ -89,12 +99,7 @@ impl ListingQuery {
             None => Self::DEFAULT_LIMIT,
             Some(limit) => limit.trim().parse::<usize>().ok().filter(|l| *l <= Self::MAX_LIMIT).ok_or_else(bad)?,
         };
-        let recursive = match query.get("recursive").map(|r| r.to_ascii_lowercase()) {
-            None => false,
-            Some(r) if r == "true" => true,
-            Some(r) if r == "false" => false,
-            Some(_) => return Err(bad()),
-        };
+        let recursive = query_flag(query.get("recursive").map(String::as_str)).ok_or_else(bad)?;
         Ok(Self {
             limit,
             token: query.get("token").filter(|token| !token.is_empty()).cloned(),

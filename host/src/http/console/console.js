@@ -130,17 +130,17 @@
     throw error;
   };
 
-  /** Every item of a DIAL listing (`path` with its query), page after page, up to `max`. */
-  async function listAll(path, max = 5000) {
-    const items = [];
+  /** Every entry of a paged answer (`path` with its query; the entries under `field`), page after page,
+   *  following `nextToken`, up to `max`. */
+  async function listAll(path, field = 'items', max = 5000) {
+    const entries = [];
     let token = '';
     do {
-      const page = await call('GET', `${path}${token ? `&token=${encodeURIComponent(token)}` : ''}`).catch(notFoundAsNull);
-      if (!page) break;
-      items.push(...(page.items || []));
+      const page = await call('GET', `${path}${token ? `&token=${encodeURIComponent(token)}` : ''}`);
+      entries.push(...(page[field] || []));
       token = page.nextToken || '';
-    } while (token && items.length < max);
-    return items;
+    } while (token && entries.length < max);
+    return entries;
   }
 
   // ---- Session -------------------------------------------------------------------------------------------
@@ -718,7 +718,7 @@
   // ---- Applications and consent ----------------------------------------------------------------------------
 
   async function storedApplications(folder) {
-    const items = await listAll(`/v1/metadata/${folder}?recursive=true&limit=1000`);
+    const items = (await listAll(`/v1/metadata/${folder}?recursive=true&limit=1000`).catch(notFoundAsNull)) || [];
     return items.filter((item) => item.nodeType === 'ITEM').map((item) => item.url);
   }
 
@@ -926,7 +926,8 @@
     const box = h('div', {}, h('h3', {}, 'Your resources'));
     const list = h('ul', { class: 'own-resources' });
     for (const group of groups) {
-      for (const item of await listAll(`/v2/metadata/${group}/${session.bucket}/?recursive=true&limit=1000`)) {
+      const listed = await listAll(`/v2/metadata/${group}/${session.bucket}/?recursive=true&limit=1000`).catch(notFoundAsNull);
+      for (const item of listed || []) {
         if (item.nodeType !== 'ITEM') continue;
         const url = stripSlash(item.url);
         list.append(h('li', {}, h('a', { href: `#history?url=${encodeURIComponent(url)}` }, shown(url))));
@@ -938,13 +939,7 @@
 
   async function versionHistory(url) {
     const box = h('div', { id: 'history', 'data-url': url });
-    const versions = [];
-    let token = '';
-    do {
-      const page = await call('GET', `/v2/versions/${url}?limit=1000${token ? `&token=${encodeURIComponent(token)}` : ''}`);
-      versions.push(...page.versions);
-      token = page.nextToken || '';
-    } while (token);
+    const versions = await listAll(`/v2/versions/${url}?limit=1000`, 'versions', Infinity);
     const current = versions.find((version) => version.current);
     const group = url.split('/')[0];
     const answer = h('div', { class: 'answer', id: 'history-answer', 'aria-live': 'polite' });
