@@ -97,6 +97,22 @@ impl AuditEvent {
 }
 
 impl AuditEvent {
+    /// Someone who is no admin tried to read, grant or withdraw `app`'s
+    /// admin consent: refused.
+    pub fn admin_consent_refused(event: &'static str, app: &str, user: &str) -> Self {
+        Self {
+            event,
+            app: app.to_string(),
+            targets: Vec::new(),
+            user: user.to_string(),
+            trace_id: None,
+            source_deployment: None,
+            outcome: "denied".into(),
+            reason: Some("only admins may decide admin consent".into()),
+            timestamp: 0,
+        }
+    }
+
     /// An application's per-request key tried to consent (or read or
     /// withdraw a consent) for `app`: refused.
     pub fn consent_refused(event: &'static str, app: &str, user: &str, source: &str, trace_id: &str) -> Self {
@@ -150,7 +166,9 @@ impl Audit {
             source_deployment = event.source_deployment.as_deref(),
             outcome = event.outcome.as_str(),
             reason = event.reason.as_deref(),
-            timestamp = event.timestamp,
+            // Not `timestamp`: the log line has its own, and a JSON line
+            // with a key twice is invalid for strict parsers.
+            event_time_ms = event.timestamp,
             "resource dependency audit"
         );
         if let Some(file) = &self.file {

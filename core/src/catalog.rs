@@ -330,9 +330,9 @@ impl<'a> Catalog<'a> {
                 };
                 let committed = if group.is_json() {
                     let policy = self.declaration_policy(writer);
-                    self.blobs.put_json(&to, body, Some(meta.content_length), conditions, author, &policy).await?
+                    self.blobs.put_json(&to, body, Some(meta.content_length), conditions, author, &policy, None).await?
                 } else {
-                    self.blobs.put_file(&to, body, Some(&meta.content_type), conditions, author).await?
+                    self.blobs.put_file(&to, body, Some(&meta.content_type), conditions, author, None).await?
                 };
                 Ok(Copied { source_etag: meta.etag, etag: committed.meta.etag })
             }

@@ -150,6 +150,13 @@ pub struct ProxyConfig {
     pub allowed_destinations: Vec<String>,
     /// Resource links (attachments) one call may carry; more are 400.
     pub max_attachments: usize,
+    /// The largest stored application definition a call reads and parses
+    /// (a larger one fails the call, named); well below
+    /// `resources.max_size`, which bounds what may be stored.
+    pub max_definition_bytes: u64,
+    /// What the parsed stored definitions may hold in memory, estimated
+    /// (least recently used go first).
+    pub definition_cache_mib: usize,
 }
 
 impl Default for ProxyConfig {
@@ -161,6 +168,8 @@ impl Default for ProxyConfig {
             pool_max_idle_per_host: 32,
             allowed_destinations: Vec::new(),
             max_attachments: 1000,
+            max_definition_bytes: 4 << 20,
+            definition_cache_mib: 64,
         }
     }
 }

@@ -85,9 +85,32 @@ pub fn granted_by(admin: &Caller) -> String {
 }
 
 /// The consent document a user is asked to accept for a deployment with
-/// `features.consent_required` (DIAL's `{"deployments": {id: {"consentRequired": true}}}`).
-pub fn user_document(deployment: &str) -> Value {
-    serde_json::json!({"deployments": {deployment: {"consentRequired": true}}})
+/// `features.consent_required` (DIAL's `{"deployments": {id: {"consentRequired": true}}}`),
+/// with DIAL's `resources` section when the application declares resource
+/// dependencies: each target as declared and the access asked for, so the
+/// user sees what the application will reach — and a changed declaration is
+/// another document, asked for again.
+pub fn user_document(deployment: &str, declared: &[Declared]) -> Value {
+    let mut document = serde_json::json!({"deployments": {deployment: {"consentRequired": true}}});
+    if !declared.is_empty() {
+        let mut resources: Vec<(String, Vec<String>)> = Vec::new();
+        for record in declared {
+            let access = record.access_set();
+            match resources.iter_mut().find(|(url, _)| *url == record.target.path) {
+                Some((_, held)) => held.extend(access),
+                None => resources.push((record.target.path.clone(), access.into_iter().collect())),
+            }
+        }
+        for (_, access) in &mut resources {
+            access.sort();
+            access.dedup();
+        }
+        resources.sort();
+        let resources: Vec<Value> =
+            resources.into_iter().map(|(url, access)| serde_json::json!({"url": url, "access": access})).collect();
+        document["resources"] = Value::Array(resources);
+    }
+    document
 }
 
 /// The consent documents.
@@ -151,9 +174,14 @@ impl ConsentStore {
 
     /// Whether the user accepted the consent document the deployment asks
     /// for now (as DIAL: the stored document equals the one rebuilt).
-    pub async fn user_accepted(&self, user: &BucketLocation, deployment: &str) -> Result<bool, DocumentError> {
+    pub async fn user_accepted(
+        &self,
+        user: &BucketLocation,
+        deployment: &str,
+        declared: &[Declared],
+    ) -> Result<bool, DocumentError> {
         let stored: Option<Value> = self.documents.get(&Self::user_path(user, deployment)).await?;
-        Ok(stored.is_some_and(|stored| stored == user_document(deployment)))
+        Ok(stored.is_some_and(|stored| stored == user_document(deployment, declared)))
     }
 
     pub async fn accept(&self, user: &BucketLocation, deployment: &str, consent: &Value) -> Result<(), DocumentError> {

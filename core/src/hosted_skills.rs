@@ -340,14 +340,19 @@ impl<'a> HostedSkills<'a> {
         mut upload: Upload,
         becomes: Becomes,
     ) -> Result<(Skill, SkillVersion), SkillsError> {
-        upload.staging.flush().await?;
+        if let Err(error) = upload.staging.flush().await {
+            upload.staging.discard().await;
+            return Err(error.into());
+        }
         let name = upload.node.url.name().unwrap_or_default().to_string();
         if let Some(existing) = upload.retry_of.take() {
-            if upload.staging.etag() != existing.etag {
+            // The retry of a create that committed: its answer again (what
+            // this upload staged goes).
+            let same = upload.staging.etag() == existing.etag;
+            upload.staging.discard().await;
+            if !same {
                 return Err(conflict(&name));
             }
-            // The retry of a create that committed: its answer again (what
-            // this upload staged is the sweep's).
             let skill = Skill::new(upload.node, upload.handler, existing);
             let version = skill.current().clone();
             return Ok((skill, version));
@@ -380,7 +385,8 @@ impl<'a> HostedSkills<'a> {
     pub async fn make_current(&self, caller: &Caller, id: &str, reference: &VersionRef) -> Result<Skill, SkillsError> {
         let skill = self.find(caller, id, Permission::Write).await?;
         let version = &skill.version(reference)?.record.version;
-        let marker = self.catalog.folders.make_current(&skill.node, version, &Preconditions::default()).await?;
+        let marker =
+            self.catalog.folders.make_current(&skill.node, version, &skill.handler, &Preconditions::default()).await?;
         Ok(Skill::new(skill.node, skill.handler, marker))
     }
 

@@ -102,6 +102,11 @@ pub struct KeyData {
     pub passed_on: Vec<PassedOn>,
     /// Milliseconds since the Unix epoch.
     pub expires_at: i64,
+    /// How many of its [`MAX_KEY_CHANGES`] the key took (set by the store
+    /// on lookup): what a request for more is refused by before anything
+    /// else is checked.
+    #[serde(skip)]
+    pub changes_taken: usize,
 }
 
 /// Access a key's holder passes on to one application it calls: the key
@@ -299,8 +304,9 @@ impl KeyStore for InProcessKeys {
                 // Readers holding the old data keep it; the next read sees this.
                 let mut updated = KeyData::clone(data);
                 changes.iter().for_each(|change| updated.apply(change));
-                *data = Arc::new(updated);
                 *taken += changes.len();
+                updated.changes_taken = *taken;
+                *data = Arc::new(updated);
                 Changed::Applied
             }
         };
@@ -420,7 +426,9 @@ impl KeyStore for RedisKeys {
             for change in changes.iter().filter_map(|change| serde_json::from_str::<KeyChange>(change).ok()) {
                 data.apply(&change);
             }
-            Ok((data.expires_at > now_ms()).then(|| Arc::new(KeyData { id: KeyId(key.into()), ..data })))
+            let taken = changes.len();
+            Ok((data.expires_at > now_ms())
+                .then(|| Arc::new(KeyData { id: KeyId(key.into()), changes_taken: taken, ..data })))
         })
     }
 
@@ -551,6 +559,52 @@ impl Keys {
     }
 }
 
+/// The per-request key a write came with: an application uploading during
+/// its call. The caller was looked up when the request's headers arrived,
+/// and an upload can outlast the call that minted the key; so the write
+/// stops at the key's expiry and commits only if the key store still knows
+/// the key right before the commit.
+#[derive(Clone)]
+pub struct WritingKey {
+    keys: Keys,
+    key: String,
+    expires_at: i64,
+}
+
+/// The key a write came with ended before the write could commit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyLapsed {
+    #[error(
+        "The per-request key this write came with was revoked or expired before the write committed; nothing was stored"
+    )]
+    Ended,
+    #[error("the key store (Redis) is unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl WritingKey {
+    pub fn new(keys: &Keys, key: &KeyData) -> Self {
+        Self { keys: keys.clone(), key: key.id.0.clone(), expires_at: key.expires_at }
+    }
+
+    /// Milliseconds since the Unix epoch past which the write cannot commit.
+    pub fn expires_at(&self) -> i64 {
+        self.expires_at
+    }
+
+    /// Ok while the key lives, asked of the key store anew.
+    pub async fn ensure_alive(&self) -> Result<(), KeyLapsed> {
+        if now_ms() >= self.expires_at {
+            return Err(KeyLapsed::Ended);
+        }
+        match self.keys.get(&self.key).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(KeyLapsed::Ended),
+            Err(error) => Err(KeyLapsed::Unavailable(error.to_string())),
+        }
+    }
+}
+
 /// Holds `key` in the store one `lease` at a time until its lease is
 /// dropped (this task is aborted then) or it expires.
 async fn renew_while_held(store: Arc<dyn KeyStore>, key: String, expires_at: i64, lease: Duration) {
@@ -628,6 +682,7 @@ mod tests {
             received: vec![],
             passed_on: vec![],
             expires_at,
+            changes_taken: 0,
         }
     }
 

@@ -574,7 +574,7 @@ async fn v1_listing_on(backend: &str, counting: Arc<InstrumentedStore>, raw: Arc
             async move {
                 let content = Bytes::from(format!("file {i}"));
                 let body = one_chunk(&content);
-                blobs.put_file(&target, body, Some("text/plain"), &Preconditions::default(), None).await.unwrap();
+                blobs.put_file(&target, body, Some("text/plain"), &Preconditions::default(), None, None).await.unwrap();
             }
         })
         .await;
@@ -1161,7 +1161,7 @@ impl Policy {
         let content = Bytes::from(format!("edit {n}"));
         let start = Instant::now();
         self.engine
-            .put_file(&self.target, "notes/edit.md", one_chunk(&content), handler, &Preconditions::default(), None)
+            .put_file(&self.target, "notes/edit.md", one_chunk(&content), handler, &Preconditions::default(), None, None)
             .await
             .unwrap();
         start.elapsed()

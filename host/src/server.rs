@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 
 use crate::access::AccessService;
 use crate::access::public_rules::PublicRules;
-use crate::apps::ConfigApps;
+use crate::apps::{ConfigApps, StoredDefinitions};
 use crate::audit::Audit;
 use crate::auth::Authenticator;
 use crate::blobs::{BlobLimits, BlobService};
@@ -272,7 +272,13 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
         .with_listing_cache(&config.listings),
     );
     let folders = Arc::new(
-        FolderEngine::new(store.clone(), locks, events.clone(), config.folders.clone(), config.handlers.types.clone())
+        FolderEngine::new(
+            store.clone(),
+            locks.clone(),
+            events.clone(),
+            config.folders.clone(),
+            config.handlers.types.clone(),
+        )
             .with_path_limits(PathLimits::for_url(&config.storage_url()))
             .with_listings(&config.listings, crate::backends::lists_in_key_order(&config.storage_url())),
     );
@@ -285,10 +291,21 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
             "the store's v2 markers are in their folders' indexes now (layout 2)"
         );
     }
+    let buckets = BucketCodec::new(secret);
+    let migrated = crate::apps::ids::migrate_app_ids(&store, &buckets, locks.as_ref())
+        .await
+        .context("moving stored applications' data to their 128-bit ids")?;
+    if let Some(migrated) = migrated {
+        tracing::info!(
+            applications = migrated.applications,
+            objects_moved = migrated.objects_moved,
+            ambiguous = migrated.ambiguous.len(),
+            "stored applications' data is under their 128-bit ids now"
+        );
+    }
     if config.folders.gc_interval_seconds > 0 {
         spawn_sweeper(&folders, Duration::from_secs(config.folders.gc_interval_seconds));
     }
-    let buckets = BucketCodec::new(secret);
     let documents = Documents::new(store.clone());
     let access = AccessService::new(
         SharingService::new(documents.clone(), buckets.clone(), config.sharing.clone()),
@@ -302,6 +319,12 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     let policy = DeclarationPolicy { declarable, may_declare: true, may_forward_auth_token: true };
     let apps =
         ConfigApps::load(&config.applications, &policy).map_err(|why| anyhow::anyhow!("invalid application {why}"))?;
+    // A project's bucket must never be an application's own.
+    for project in config.keys.values().map(|key| &key.project) {
+        if let Some(why) = crate::apps::project_bucket_clash(project, &apps) {
+            anyhow::bail!("keys: the project {project:?} would share an application's bucket: {why}");
+        }
+    }
     let audit = Audit::open(config.audit.file.as_ref())
         .with_context(|| format!("opening the audit file {:?}", config.audit.file))?;
     let consent = ConsentStore::new(documents.clone());
@@ -313,7 +336,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     Ok(AppState::new(Services {
         auth,
         apps,
-        definitions: Default::default(),
+        definitions: StoredDefinitions::new(config.proxy.definition_cache_mib.saturating_mul(1 << 20)),
         keys,
         proxy,
         consent,

@@ -214,7 +214,7 @@ async fn single_file_put_is_atomic_under_crashes() {
     new[1].1 = b"a, edited".to_vec();
     crash_at_every_step("single-file PUT", &old_files(), Some(&new), |engine, handler, node| async move {
         engine
-            .put_file(&node, "docs/a.md", body(b"a, edited"), &handler, &Preconditions::default(), None)
+            .put_file(&node, "docs/a.md", body(b"a, edited"), &handler, &Preconditions::default(), None, None)
             .await
             .map(drop)
     })
@@ -763,7 +763,7 @@ async fn a_single_file_upload_holds_no_lock_while_its_body_arrives() {
         let (engine, handler, target) = (engine.clone(), handler.clone(), target.clone());
         async move {
             let body = held_body(b"first part, ", rest);
-            engine.put_file(&target, "docs/slow.md", body.boxed(), &handler, &Preconditions::default(), None).await
+            engine.put_file(&target, "docs/slow.md", body.boxed(), &handler, &Preconditions::default(), None, None).await
         }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -794,11 +794,11 @@ async fn concurrent_single_file_changes_both_land() {
         let (engine, handler, target) = (engine.clone(), handler.clone(), target.clone());
         async move {
             let body = held_body(b"slow ", rest);
-            engine.put_file(&target, "docs/a.md", body.boxed(), &handler, &Preconditions::default(), None).await
+            engine.put_file(&target, "docs/a.md", body.boxed(), &handler, &Preconditions::default(), None, None).await
         }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    engine.put_file(&target, "docs/new.md", body(b"fast"), &handler, &Preconditions::default(), None).await.unwrap();
+    engine.put_file(&target, "docs/new.md", body(b"fast"), &handler, &Preconditions::default(), None, None).await.unwrap();
     engine.delete_file(&target, "docs/b.md", &handler, &Preconditions::default(), None).await.unwrap();
     send_rest.send(b"edit".to_vec()).unwrap();
     slow.await.unwrap().unwrap();
@@ -828,7 +828,7 @@ async fn file_changes_from_many_instances_all_land(engines: Vec<Arc<FolderEngine
         writers.spawn(async move {
             let content = format!("writer {writer}").into_bytes();
             let path = format!("parts/{writer}.txt");
-            engine.put_file(&target, &path, body(&content), &handler, &Preconditions::default(), None).await
+            engine.put_file(&target, &path, body(&content), &handler, &Preconditions::default(), None, None).await
         });
     }
     for result in writers.join_all().await {
@@ -908,7 +908,7 @@ async fn a_single_file_upload_slower_than_the_deadline_gives_up() {
         send_rest.send(b"late".to_vec()).unwrap();
     };
     let unconditional = Preconditions::default();
-    let put = engine.put_file(&target, "docs/a.md", body.boxed(), &handler, &unconditional, None);
+    let put = engine.put_file(&target, "docs/a.md", body.boxed(), &handler, &unconditional, None, None);
     let (result, ()) = tokio::join!(put, trickle);
     assert!(matches!(result, Err(FolderError::TooSlow { .. })), "{result:?}");
     assert_eq!(engine.live_marker(&target).await.unwrap().unwrap().etag, etag, "nothing was committed");
@@ -1206,7 +1206,7 @@ async fn retention_keeps_the_newest_versions_and_the_sweep_reclaims_the_rest() {
 
     // A single-file change keeps history too, and a delete + re-create starts it anew.
     engine
-        .put_file(&target, "docs/x.md", body(b"x"), &handler, &Preconditions::default(), Some("carol".into()))
+        .put_file(&target, "docs/x.md", body(b"x"), &handler, &Preconditions::default(), Some("carol".into()), None)
         .await
         .unwrap();
     let marker = engine.live_marker(&target).await.unwrap().unwrap();
@@ -1422,6 +1422,7 @@ async fn the_sweep_expiring_versions_never_fails_a_commit() {
                                 &handler,
                                 &Preconditions::default(),
                                 None,
+                                None,
                             )
                             .await
                             .map(drop)
@@ -1510,19 +1511,19 @@ async fn versions_are_numbered_and_the_current_one_can_move_without_a_commit() {
     assert_eq!(numbers(&marker), (Some(2), vec![Some(4)]));
 
     // Making version 4 current copies nothing: same id, same files, same number.
-    let moved = engine.make_current(&target, &fourth, &Preconditions::default()).await.unwrap();
+    let moved = engine.make_current(&target, &fourth, &handler, &Preconditions::default()).await.unwrap();
     assert_eq!((moved.current_version.as_str(), moved.number), (fourth.as_str(), Some(4)));
     assert_eq!(read_back(&engine, &target).await.unwrap(), as_map(&version_files(4)));
     assert_eq!(numbers(&moved), (Some(4), vec![Some(2)]));
     assert_eq!(read_version(&engine, &target, &ids[1]).await.unwrap(), as_map(&version_files(2)));
     // …and back, with conditions checked against the current version.
     let stale = Preconditions { if_match: Some(EtagMatch::Tags(vec!["stale".into()])), if_none_match: None };
-    let refused = engine.make_current(&target, &ids[1], &stale).await;
+    let refused = engine.make_current(&target, &ids[1], &handler, &stale).await;
     assert!(matches!(refused, Err(FolderError::Precondition(_))), "{refused:?}");
-    let back = engine.make_current(&target, &ids[1], &Preconditions::default()).await.unwrap();
+    let back = engine.make_current(&target, &ids[1], &handler, &Preconditions::default()).await.unwrap();
     assert_eq!(numbers(&back), (Some(2), vec![Some(4)]));
     assert!(back.history[0].keep_until.is_none(), "the newest is kept for as long as it is the newest");
-    let unknown = engine.make_current(&target, "nope", &Preconditions::default()).await;
+    let unknown = engine.make_current(&target, "nope", &handler, &Preconditions::default()).await;
     assert!(matches!(unknown, Err(FolderError::VersionNotFound(_))), "{unknown:?}");
 
     // Dropping: the current version stays; a retained one goes; its number is not given again.
@@ -1604,7 +1605,7 @@ async fn moving_the_current_version_races_commits_and_the_sweep() {
     while std::time::Instant::now() < until {
         let marker = engine.live_marker(&target).await.unwrap().unwrap();
         let Some(oldest) = marker.history.last().map(|record| record.version.clone()) else { continue };
-        match engine.make_current(&target, &oldest, &Preconditions::default()).await {
+        match engine.make_current(&target, &oldest, &handler, &Preconditions::default()).await {
             Ok(current) => {
                 moved += 1;
                 let mut seen: Vec<u64> = current.history.iter().filter_map(|r| r.number).collect();

@@ -397,7 +397,7 @@ async fn a_store_in_the_old_layout_is_moved_to_the_indexes_once() {
     let item = BlobTarget::new(item_url, BucketLocation::User("alice".into())).unwrap();
     let content = Bytes::from_static(b"{\"schemaVersion\": 1, \"createdAt\": 1}");
     let body = stream::iter(vec![Ok::<_, std::io::Error>(content.clone())]);
-    blobs.put_file(&item, body, Some("application/json"), &Preconditions::default(), None).await.unwrap();
+    blobs.put_file(&item, body, Some("application/json"), &Preconditions::default(), None, None).await.unwrap();
 
     // A migration cut short: one marker already copied, its old one still there.
     let half = &nodes[2];

@@ -51,7 +51,7 @@ const CRATES: &[Crate] = &[
             &["config", "metrics"],
             &["redis_conn"],
             &["buckets", "storage", "locks", "events", "documents"],
-            &["folders::names", "folders::layout", "folders::marker", "folders::error", "keys"],
+            &["folders::names", "folders::layout", "folders::marker", "folders::error", "folders::unzip", "keys"],
             &[
                 "folders::node",
                 "folders::policy",

@@ -465,6 +465,7 @@ fn key_data(expires_in: Duration) -> dial_host::keys::KeyData {
         received: vec![],
         passed_on: vec![],
         expires_at: dial_host::keys::expiry(expires_in),
+        changes_taken: 0,
     }
 }
 

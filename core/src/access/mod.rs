@@ -334,6 +334,7 @@ mod tests {
             received: vec![KeyGrant { url: "files/ALICE/passed.txt".into(), read: true, write: false }],
             passed_on: vec![],
             expires_at: i64::MAX,
+            changes_taken: 0,
         };
         let alice = BucketLocation::User("alice".into());
         let caller = Caller::for_key(std::sync::Arc::new(key));
@@ -382,6 +383,7 @@ mod tests {
             received: vec![],
             passed_on: vec![],
             expires_at: i64::MAX,
+            changes_taken: 0,
         };
         let alice = BucketLocation::User("alice".into());
         let on = |raw: &str| {

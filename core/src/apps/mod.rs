@@ -10,15 +10,19 @@
 //! anything else is refused when the definition is written, by name (a
 //! field accepted and ignored fails silently).
 
+pub mod definitions;
 pub mod fields;
+pub mod ids;
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+pub use definitions::StoredDefinitions;
+pub use ids::{app_id, legacy_app_id, project_bucket_clash};
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use sha2::{Digest, Sha256};
 
 use crate::blobs::application::normalize_application;
 use crate::dependencies::{DeclarationPolicy, Declared};
@@ -627,47 +631,6 @@ impl ConfigApps {
     }
 }
 
-/// Stored definitions already parsed, by URL, each with the etag it was
-/// parsed at: a call reads the definition only when it changed (a
-/// conditional read), so many calls to an application with a large
-/// definition do not each parse it. Bounded: when full, it starts over.
-#[derive(Default)]
-pub struct StoredDefinitions {
-    parsed: Mutex<HashMap<String, (String, Arc<Application>)>>,
-}
-
-/// Definitions [`StoredDefinitions`] keeps at most.
-const KEPT_DEFINITIONS: usize = 1024;
-
-impl StoredDefinitions {
-    /// The etag and definition last parsed for `url`.
-    pub fn get(&self, url: &str) -> Option<(String, Arc<Application>)> {
-        self.parsed.lock().unwrap_or_else(PoisonError::into_inner).get(url).cloned()
-    }
-
-    pub fn insert(&self, url: String, etag: String, application: Arc<Application>) {
-        let mut parsed = self.parsed.lock().unwrap_or_else(PoisonError::into_inner);
-        if parsed.len() >= KEPT_DEFINITIONS && !parsed.contains_key(&url) {
-            parsed.clear();
-        }
-        parsed.insert(url, (etag, application));
-    }
-}
-
-/// An application's id as one path segment — its own bucket is
-/// `Keys/<id>/`, its appdata folder `appdata/<id>/`: a configuration
-/// application's name; for a stored one, the last segment of its URL and a
-/// short hash of the whole URL (two users' apps of the same name stay apart).
-pub fn app_id(deployment: &str) -> String {
-    if !deployment.contains('/') {
-        return deployment.to_string();
-    }
-    let name = deployment.rsplit('/').find(|s| !s.is_empty()).unwrap_or("app");
-    let digest = Sha256::digest(deployment.as_bytes());
-    let short: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
-    format!("{name}-{short}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -776,11 +739,4 @@ mod tests {
         assert!(forwarding.unwrap().get("f").unwrap().forward_auth_token);
     }
 
-    #[test]
-    fn app_ids_are_one_segment() {
-        assert_eq!(app_id("echo"), "echo");
-        let id = app_id("applications/B1/team/bot");
-        assert!(id.starts_with("bot-") && id.len() == "bot-".len() + 12, "{id}");
-        assert_ne!(id, app_id("applications/B2/team/bot"));
-    }
 }

@@ -38,6 +38,9 @@ pub enum BlobError {
     Conflict(String),
     #[error(transparent)]
     Lock(#[from] LockError),
+    /// The per-request key the write came with ended before its commit.
+    #[error(transparent)]
+    KeyLapsed(#[from] crate::keys::KeyLapsed),
     #[error("item metadata of {path} is damaged: {reason}")]
     Corrupt { path: String, reason: TrailerError },
     #[error("storage error: {0}")]

@@ -321,7 +321,7 @@ mod tests {
     }
 
     async fn put_text(service: &BlobService, raw: &str, text: &str) -> Committed {
-        service.put_file(&target(raw), chunks(&[text.as_bytes()]), Some("text/plain"), &none(), None).await.unwrap()
+        service.put_file(&target(raw), chunks(&[text.as_bytes()]), Some("text/plain"), &none(), None, None).await.unwrap()
     }
 
     #[tokio::test]
@@ -336,7 +336,7 @@ mod tests {
     async fn round_trip(service: &BlobService) {
         let small = target("files/b/small.txt");
         let committed =
-            service.put_file(&small, chunks(&[b"hel", b"lo"]), Some("text/plain"), &none(), None).await.unwrap();
+            service.put_file(&small, chunks(&[b"hel", b"lo"]), Some("text/plain"), &none(), None, None).await.unwrap();
         assert!(committed.created);
         assert_eq!(committed.meta.etag, hex(&Md5::digest(b"hello")));
         assert_eq!(committed.meta.content_length, 5);
@@ -346,7 +346,7 @@ mod tests {
         let big: Vec<u8> = (0..1000u32).flat_map(|i| i.to_be_bytes()).collect();
         let pieces: Vec<&[u8]> = big.chunks(37).collect();
         let large = target("files/b/large.bin");
-        let committed = service.put_file(&large, chunks(&pieces), None, &none(), None).await.unwrap();
+        let committed = service.put_file(&large, chunks(&pieces), None, &none(), None, None).await.unwrap();
         assert_eq!(committed.meta.etag, hex(&Md5::digest(&big)));
         assert_eq!(committed.meta.content_type, DEFAULT_CONTENT_TYPE);
         assert_eq!(content(service, &large).await, big);
@@ -354,11 +354,11 @@ mod tests {
 
         // A multipart upload that fails its condition at the commit, or runs
         // over the limit, leaves the item as it was.
-        let again = service.put_file(&large, chunks(&pieces), None, &if_none_match_any(), None).await;
+        let again = service.put_file(&large, chunks(&pieces), None, &if_none_match_any(), None, None).await;
         assert!(matches!(again, Err(BlobError::Precondition(_))));
         let too_big = vec![7u8; LIMITS.max_file_size as usize + 1];
         let over_pieces: Vec<&[u8]> = too_big.chunks(4096).collect();
-        let over = service.put_file(&large, chunks(&over_pieces), None, &none(), None).await;
+        let over = service.put_file(&large, chunks(&over_pieces), None, &none(), None, None).await;
         assert!(matches!(over, Err(BlobError::UploadTooLarge { .. })));
         assert_eq!(content(service, &large).await, big);
         let listed = service.list(&target("files/b/"), false, None, 10, &|_| true).await.unwrap();
@@ -370,14 +370,14 @@ mod tests {
         let service = service(memory(), false).await;
         let item = target("files/b/x");
         let first = put_text(&service, "files/b/x", "one").await;
-        let again = service.put_file(&item, chunks(&[b"two"]), None, &if_none_match_any(), None).await;
+        let again = service.put_file(&item, chunks(&[b"two"]), None, &if_none_match_any(), None, None).await;
         assert!(matches!(again, Err(BlobError::Precondition(_))));
         let stale = Preconditions { if_match: Some(EtagMatch::Tags(vec!["nope".into()])), if_none_match: None };
-        let update = service.put_file(&item, chunks(&[b"two"]), None, &stale, None).await;
+        let update = service.put_file(&item, chunks(&[b"two"]), None, &stale, None, None).await;
         assert!(matches!(update, Err(BlobError::Precondition(_))));
         let fresh =
             Preconditions { if_match: Some(EtagMatch::Tags(vec![first.meta.etag.clone()])), if_none_match: None };
-        let second = service.put_file(&item, chunks(&[b"two"]), None, &fresh, None).await.unwrap();
+        let second = service.put_file(&item, chunks(&[b"two"]), None, &fresh, None, None).await.unwrap();
         assert!(!second.created);
         assert_eq!(second.meta.created_at, first.meta.created_at);
         assert!(second.meta.updated_at >= first.meta.updated_at);
@@ -402,7 +402,7 @@ mod tests {
                 let service = service.clone();
                 writers.spawn(async move {
                     let body = chunks(&[format!("w{i}").as_bytes()]);
-                    service.put_file(&target("files/b/race"), body, None, &if_none_match_any(), None).await
+                    service.put_file(&target("files/b/race"), body, None, &if_none_match_any(), None, None).await
                 });
             }
             let (mut won, mut lost) = (0, 0);
@@ -423,14 +423,14 @@ mod tests {
         let prompt = target("prompts/b/p");
         let body = br#"{"content": "hi"}"#;
         let committed = service
-            .put_json(&prompt, chunks(&[body]), None, &none(), None, &DeclarationPolicy::default())
+            .put_json(&prompt, chunks(&[body]), None, &none(), None, &DeclarationPolicy::default(), None)
             .await
             .unwrap();
         assert_eq!(committed.meta.content_type, JSON_CONTENT_TYPE);
         assert_eq!(content(&service, &prompt).await, body, "stored as given");
 
         let invalid =
-            service.put_json(&prompt, chunks(&[b"{nope"]), None, &none(), None, &DeclarationPolicy::default()).await;
+            service.put_json(&prompt, chunks(&[b"{nope"]), None, &none(), None, &DeclarationPolicy::default(), None).await;
         assert!(matches!(invalid, Err(BlobError::BadRequest(m)) if m.starts_with("Failed to parse json")));
         // Inside a string, where a parser that builds nothing does not look.
         let unstored = target("prompts/b/q");
@@ -442,6 +442,7 @@ mod tests {
                 &none(),
                 None,
                 &DeclarationPolicy::default(),
+                None,
             )
             .await;
         let message = "Failed to parse json: the body is not valid UTF-8 (byte 8)";
@@ -455,12 +456,13 @@ mod tests {
                 &none(),
                 None,
                 &DeclarationPolicy::default(),
+                None,
             )
             .await;
         assert!(matches!(declared, Err(BlobError::ResourceTooLarge { size, .. }) if size == LIMITS.max_size + 1));
         let huge = vec![b' '; LIMITS.max_size as usize + 1];
         let streamed =
-            service.put_json(&prompt, chunks(&[&huge]), None, &none(), None, &DeclarationPolicy::default()).await;
+            service.put_json(&prompt, chunks(&[&huge]), None, &none(), None, &DeclarationPolicy::default(), None).await;
         assert!(matches!(streamed, Err(BlobError::ResourceTooLarge { .. })));
 
         let app = target("applications/b/app");
@@ -472,6 +474,7 @@ mod tests {
                 &none(),
                 None,
                 &DeclarationPolicy::default(),
+                None,
             )
             .await
             .unwrap();
@@ -479,7 +482,7 @@ mod tests {
         assert_eq!(stored, serde_json::json!({"endpoint": "http://a", "display_name": "A"}));
         assert_eq!(committed.meta.etag, hex(&Md5::digest(serde_json::to_vec(&stored).unwrap())));
         let bad = service
-            .put_json(&app, chunks(&[br#"{"displayName":"A"}"#]), None, &none(), None, &DeclarationPolicy::default())
+            .put_json(&app, chunks(&[br#"{"displayName":"A"}"#]), None, &none(), None, &DeclarationPolicy::default(), None)
             .await;
         assert!(matches!(bad, Err(BlobError::InvalidApplication(_))));
     }
@@ -555,16 +558,16 @@ mod tests {
         let folder_name = target("files/b/a");
         assert!(matches!(service.metadata(&folder_name).await, Err(BlobError::NotFound(_))));
         assert!(matches!(service.delete(&folder_name, &none()).await, Err(BlobError::NotFound(_))));
-        let small = service.put_file(&folder_name, chunks(&[b"x"]), None, &none(), None).await;
+        let small = service.put_file(&folder_name, chunks(&[b"x"]), None, &none(), None, None).await;
         assert!(matches!(&small, Err(BlobError::Conflict(m)) if m.contains("folder")), "{small:?}");
         let big = vec![1u8; 1000];
-        let large = service.put_file(&folder_name, chunks(&[&big]), None, &none(), None).await;
+        let large = service.put_file(&folder_name, chunks(&[&big]), None, &none(), None, None).await;
         assert!(matches!(&large, Err(BlobError::Conflict(m)) if m.contains("folder")), "{large:?}");
         // Once the folder is gone (deletes leave no empty directories), the name is free.
         for item in ["files/b/a/1", "files/b/a/2", "files/b/a/b/3"] {
             service.delete(&target(item), &none()).await.unwrap();
         }
-        service.put_file(&folder_name, chunks(&[b"x"]), None, &none(), None).await.unwrap();
+        service.put_file(&folder_name, chunks(&[b"x"]), None, &none(), None, None).await.unwrap();
     }
 
     #[tokio::test]

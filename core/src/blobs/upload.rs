@@ -21,6 +21,15 @@ use crate::clock::now_ms;
 use crate::dependencies::DeclarationPolicy;
 use crate::etag::Preconditions;
 use crate::hashing::{Md5Stream, hex};
+use crate::keys::{KeyLapsed, WritingKey};
+
+/// An application's upload stops when its key expires.
+fn check_expiry(key: Option<&WritingKey>) -> Result<(), BlobError> {
+    match key {
+        Some(key) if now_ms() >= key.expires_at() => Err(KeyLapsed::Ended.into()),
+        _ => Ok(()),
+    }
+}
 
 /// Parts of one multipart upload in flight at once.
 const MAX_PARTS_IN_FLIGHT: usize = 4;
@@ -46,7 +55,8 @@ impl BlobService {
     /// `body`: at most `max_size` bytes, must be UTF-8 JSON whatever the
     /// request's content type; applications are normalised and validated.
     /// `policy`: what the writer may declare in an application's
-    /// `resource_dependencies`.
+    /// `resource_dependencies`; `key`: the per-request key the write came
+    /// with, if any (it commits only while the key lives).
     #[allow(clippy::too_many_arguments)]
     pub async fn put_json<S, E>(
         &self,
@@ -56,6 +66,7 @@ impl BlobService {
         conditions: &Preconditions,
         author: Option<String>,
         policy: &DeclarationPolicy,
+        key: Option<&WritingKey>,
     ) -> Result<Committed, BlobError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
@@ -68,7 +79,7 @@ impl BlobService {
             return Err(BlobError::BadRequest(format!("{} is not a JSON resource", target.url)));
         }
         self.path_limits.check(target.path()).map_err(|e| BlobError::BadRequest(e.to_string()))?;
-        let bytes = read_limited(body, declared_length, self.limits.max_size).await?;
+        let bytes = read_limited(body, declared_length, self.limits.max_size, key).await?;
         let content = self.check_json(target.group(), bytes, policy.clone()).await?;
         let staged = Staged {
             etag: hex(&Md5::digest(&content)),
@@ -76,11 +87,12 @@ impl BlobService {
             content_type: JSON_CONTENT_TYPE.into(),
             body: StagedBody::Memory(vec![content]),
         };
-        self.commit(target, staged, conditions, author).await
+        self.commit(target, staged, conditions, author, key).await
     }
 
     /// Stores a file streamed from `body` (at most `max_file_size` bytes),
     /// hashing while streaming; never holds more than the upload buffer.
+    /// `key`: as for [`BlobService::put_json`].
     pub async fn put_file<S, E>(
         &self,
         target: &BlobTarget,
@@ -88,6 +100,7 @@ impl BlobService {
         content_type: Option<&str>,
         conditions: &Preconditions,
         author: Option<String>,
+        key: Option<&WritingKey>,
     ) -> Result<Committed, BlobError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
@@ -104,8 +117,8 @@ impl BlobService {
         // Fail fast on a condition that cannot hold; checked again at the commit.
         let current = self.read_stored(target.path()).await?;
         conditions.check_write(current.as_ref().map(|c| c.meta.etag.as_str()))?;
-        let staged = self.stage_stream(target, body, content_type).await?;
-        self.commit(target, staged, conditions, author).await
+        let staged = self.stage_stream(target, body, content_type, key).await?;
+        self.commit(target, staged, conditions, author, key).await
     }
 
     /// Streams `body` into memory up to the upload buffer, into a multipart
@@ -115,6 +128,7 @@ impl BlobService {
         target: &BlobTarget,
         mut body: S,
         content_type: String,
+        key: Option<&WritingKey>,
     ) -> Result<Staged, BlobError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
@@ -129,6 +143,7 @@ impl BlobService {
         let streamed: Result<(), BlobError> = async {
             while let Some(chunk) = body.next().await {
                 let chunk = chunk.map_err(|e| BlobError::BadRequest(format!("Failed to read the upload: {e}")))?;
+                check_expiry(key)?;
                 size += chunk.len() as u64;
                 if size > max {
                     return Err(BlobError::UploadTooLarge { max });
@@ -186,12 +201,14 @@ impl BlobService {
 
     /// The commit: under the resource lock, re-read, check the conditions,
     /// write content ‖ trailer in one step.
+    /// An application's write (`key`) commits only while its key lives.
     pub(super) async fn commit(
         &self,
         target: &BlobTarget,
         staged: Staged,
         conditions: &Preconditions,
         author: Option<String>,
+        key: Option<&WritingKey>,
     ) -> Result<Committed, BlobError> {
         let Staged { body, etag, size, content_type } = staged;
         let meta_for = |current: Option<&Stored>| {
@@ -211,6 +228,9 @@ impl BlobService {
                 for _ in 0..MAX_ATTEMPTS {
                     let current = self.read_stored(target.path()).await?;
                     conditions.check_write(current.as_ref().map(|c| c.meta.etag.as_str()))?;
+                    if let Some(key) = key {
+                        key.ensure_alive().await?;
+                    }
                     let meta = meta_for(current.as_ref());
                     let payload: PutPayload =
                         chunks.iter().cloned().chain(std::iter::once(trailer::encode(&meta))).collect();
@@ -241,6 +261,9 @@ impl BlobService {
                     conditions.check_write(current.as_ref().map(|c| c.meta.etag.as_str()))?;
                     if self.keeps_empty_dirs && current.is_none() && self.has_items(target.path()).await? {
                         return Err(folder_in_the_way(target));
+                    }
+                    if let Some(key) = key {
+                        key.ensure_alive().await?;
                     }
                     Ok((lock, current))
                 }
@@ -281,7 +304,12 @@ impl BlobService {
 }
 
 /// Reads a body of at most `max` bytes; 413 with DIAL's message otherwise.
-async fn read_limited<S, E>(mut body: S, declared: Option<u64>, max: u64) -> Result<Bytes, BlobError>
+async fn read_limited<S, E>(
+    mut body: S,
+    declared: Option<u64>,
+    max: u64,
+    key: Option<&WritingKey>,
+) -> Result<Bytes, BlobError>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: Display,
@@ -294,6 +322,7 @@ where
     let mut bytes = BytesMut::new();
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| BlobError::BadRequest(format!("Failed to read the request body: {e}")))?;
+        check_expiry(key)?;
         let size = (bytes.len() + chunk.len()) as u64;
         if size > max {
             return Err(BlobError::ResourceTooLarge { size, max });

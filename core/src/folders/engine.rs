@@ -30,7 +30,7 @@ use super::marker::{
 use super::markers::{self, ReadMarker, read_json};
 use super::node::Node;
 use super::policy::{FolderLimits, Retention};
-use super::staging::{Deadline, Staging};
+use super::staging::{Deadline, Staging, Uncommitted, check_files};
 use super::sweep::{SweepReport, Sweeper};
 use super::validate;
 use crate::clock::{new_id, now_ms};
@@ -362,12 +362,11 @@ impl FolderEngine {
         let deadline = self.commit_deadline();
         let journal_entry = self.journal.record(node.paths.base(), Some(&version)).await?;
         Ok(Staging {
-            journal_entry,
+            pending: Uncommitted::new(self.store.clone(), node.clone(), version, journal_entry),
             existed: current.is_some(),
             node: node.clone(),
-            version,
             files: BTreeMap::new(),
-            writes: tokio::task::JoinSet::new(),
+            names: Default::default(),
             bytes_in_flight: 0,
             limits: self.limits(handler),
             deadline,
@@ -375,6 +374,7 @@ impl FolderEngine {
             store: self.store.clone(),
             display_name: None,
             required_metadata: None,
+            key: None,
         })
     }
 
@@ -392,9 +392,25 @@ impl FolderEngine {
     /// Validates a staged version and commits it: as the current version,
     /// or ([`Becomes::Retained`]) as the newest retained one, the current
     /// version staying what readers get (a create always becomes current).
+    /// A commit refused leaves nothing of the staged version behind.
     pub async fn commit_as(
         &self,
         mut staging: Staging,
+        handler: &Handler,
+        conditions: &Preconditions,
+        author: Option<String>,
+        becomes: Becomes,
+    ) -> Result<Committed, FolderError> {
+        let committed = self.try_commit(&mut staging, handler, conditions, author, becomes).await;
+        if committed.is_err() {
+            staging.discard().await;
+        }
+        committed
+    }
+
+    async fn try_commit(
+        &self,
+        staging: &mut Staging,
         handler: &Handler,
         conditions: &Preconditions,
         author: Option<String>,
@@ -405,7 +421,8 @@ impl FolderEngine {
         // Past the deadline the sweep may have removed staged files: stop
         // before the handler reads them.
         staging.deadline.check()?;
-        let (metadata, warnings) = self.check_with_handler(&node, &staging.version, &staging.files, handler).await?;
+        let version = staging.pending.version.clone();
+        let (metadata, warnings) = self.check_with_handler(&node, &version, &staging.files, handler).await?;
         if let Some((key, expected)) = &staging.required_metadata
             && metadata.get(key) != Some(expected)
         {
@@ -440,7 +457,7 @@ impl FolderEngine {
                 type_name: handler.description().type_name.clone(),
                 schema_version: SCHEMA_VERSION,
                 state: MarkerState::Ready,
-                current_version: staging.version.clone(),
+                current_version: version.clone(),
                 etag: aggregate_etag(&staging.files),
                 created_at: live.map(|r| r.marker.created_at).unwrap_or(now),
                 updated_at: now,
@@ -479,11 +496,16 @@ impl FolderEngine {
                 }
             };
             staging.deadline.check()?;
+            // An application's upload commits only while its key lives.
+            if let Some(key) = &staging.key {
+                key.ensure_alive().await?;
+            }
             // The structure checked above (no resource or folder in the way)
             // holds only while the bucket lock does.
             if creating {
                 ensure_held(&locks)?;
             }
+            staging.pending.committing();
             match self.write_marker(&node, &marker, existing.map(|r| r.version)).await {
                 Ok(()) => break (marker, creating),
                 // Lost the compare-and-swap to a writer these locks do not
@@ -492,14 +514,14 @@ impl FolderEngine {
                 // again, and write over what is there now if the conditions
                 // hold there. A write without conditions is no
                 // compare-and-swap: others writing is no reason to refuse it.
-                Err(FolderError::Precondition(_)) => continue,
+                Err(FolderError::Precondition(_)) => staging.pending.not_committed(),
                 Err(error) => return Err(error),
             }
         };
-        self.journal.forget_staged(staging.journal_entry);
+        staging.pending.committed(&self.journal);
         let action = if creating { EventAction::Create } else { EventAction::Update };
         self.publish(action, &node, Some(&marker.etag)).await;
-        Ok(Committed { marker, created: creating, version: staging.version })
+        Ok(Committed { marker, created: creating, version })
     }
 
     /// Copies the live version of `source` to `target` if `conditions` hold
@@ -530,6 +552,10 @@ impl FolderEngine {
         author: Option<String>,
         conditions: &Preconditions,
     ) -> Result<Committed, FolderError> {
+        // Checked as an upload of these files to `target` would be, today:
+        // the type's limits and the path rules there.
+        let limits = self.limits(handler);
+        check_files(target, &self.path_limits, &limits, marker.files.iter().map(|(path, f)| (path.as_str(), f.size)))?;
         let mut staging = self.stage(target, handler, conditions).await?;
         // The label goes with the files (a move keeps it).
         staging.display_name = marker.display_name.clone();
@@ -539,10 +565,26 @@ impl FolderEngine {
         let copies = marker
             .files
             .keys()
-            .map(|path| (source.paths.file(&marker.current_version, path), target.paths.file(&staging.version, path)));
+            .map(|path| (source.paths.file(&marker.current_version, path), target.paths.file(staging.version(), path)));
         self.copy_all(copies.collect()).await?;
         staging.files.extend(marker.files.clone());
         self.commit(staging, handler, conditions, author).await
+    }
+
+    /// A version about to become current again as it is (no copy), checked
+    /// as a commit of its files would be today — the type's limits, the
+    /// path rules, then the handler (`strict` included) — so what the type
+    /// refuses now is not revived. The marker metadata and warnings it
+    /// gets.
+    pub(super) async fn recheck(
+        &self,
+        node: &Node,
+        version: &ResourceMarker,
+        handler: &Handler,
+    ) -> Result<(IndexMap<String, String>, Vec<Problem>), FolderError> {
+        let sizes = version.files.iter().map(|(path, f)| (path.as_str(), f.size));
+        check_files(node, &self.path_limits, &self.limits(handler), sizes)?;
+        self.check_with_handler(node, &version.current_version, &version.files, handler).await
     }
 
     /// Server-side copies, [`COPIES_IN_FLIGHT`] at a time.

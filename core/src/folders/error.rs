@@ -4,6 +4,7 @@
 use super::names::NameError;
 use crate::etag::PreconditionFailed;
 use crate::handlers::{HandlerError, Problem};
+use crate::keys::KeyLapsed;
 use crate::locks::LockError;
 use crate::resource_url::UrlError;
 use crate::storage::PathLimitError;
@@ -32,6 +33,9 @@ pub enum FolderError {
     /// The request took longer than the commit deadline: nothing was stored.
     #[error("The upload took longer than {limit_seconds} s to commit; nothing was stored. Retry it (faster)")]
     TooSlow { limit_seconds: u64 },
+    /// The per-request key the write came with ended before its commit.
+    #[error(transparent)]
+    KeyLapsed(#[from] KeyLapsed),
     #[error(transparent)]
     Handler(#[from] HandlerError),
     #[error(transparent)]

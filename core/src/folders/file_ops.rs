@@ -12,18 +12,33 @@ use super::engine::{Committed, FolderEngine};
 use super::error::FolderError;
 use super::marker::{FileRecord, ResourceMarker, aggregate_etag};
 use super::markers::ReadMarker;
-use super::names::{check_file_path, check_no_file_folder_clash};
+use super::names::{FoldedNames, check_file_path, check_no_file_folder_clash};
 use super::node::Node;
 use super::policy::FolderLimits;
-use super::staging::{ByteCounter, write_streamed};
+use super::staging::{ByteCounter, Deadline, Uncommitted, write_streamed};
 use crate::clock::{new_id, now_ms};
 use crate::etag::Preconditions;
 use crate::events::EventAction;
 use crate::handlers::{Handler, Mutation};
+use crate::keys::WritingKey;
+
+/// A single-file change: the file it adds, replaces or removes, the type's
+/// handler, the request's conditions, who makes it, and the per-request key
+/// the upload came with.
+struct FileChange<'a> {
+    path: &'a str,
+    op: Mutation,
+    handler: &'a Handler,
+    conditions: &'a Preconditions,
+    author: Option<String>,
+    key: Option<WritingKey>,
+}
 
 impl FolderEngine {
     /// Replaces or adds one file: a new version with the other files copied
-    /// server-side.
+    /// server-side. `key`: the per-request key the upload came with, if
+    /// any (the change commits only while it lives).
+    #[allow(clippy::too_many_arguments)]
     pub async fn put_file<S, E>(
         &self,
         node: &Node,
@@ -32,13 +47,15 @@ impl FolderEngine {
         handler: &Handler,
         conditions: &Preconditions,
         author: Option<String>,
+        key: Option<WritingKey>,
     ) -> Result<Committed, FolderError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
         check_file_path(path)?;
-        self.mutate_file(node, path, Mutation::Put, Some(body), handler, conditions, author).await
+        let change = FileChange { path, op: Mutation::Put, handler, conditions, author, key };
+        self.mutate_file(node, change, Some(body)).await
     }
 
     /// Removes one file (never `SKILL.md` for skills: the handler decides).
@@ -50,16 +67,9 @@ impl FolderEngine {
         conditions: &Preconditions,
         author: Option<String>,
     ) -> Result<Committed, FolderError> {
-        self.mutate_file::<futures_util::stream::Empty<Result<Bytes, std::io::Error>>, std::io::Error>(
-            node,
-            path,
-            Mutation::Delete,
-            None,
-            handler,
-            conditions,
-            author,
-        )
-        .await
+        let change = FileChange { path, op: Mutation::Delete, handler, conditions, author, key: None };
+        self.mutate_file::<futures_util::stream::Empty<Result<Bytes, std::io::Error>>, std::io::Error>(node, change, None)
+            .await
     }
 
     /// A single-file change, optimistic like a whole PUT: the new content
@@ -74,25 +84,19 @@ impl FolderEngine {
     /// on whatever it is rebuilt on. Where the lock is not shared (instances
     /// without Redis, a lease that ran out) the marker write can still lose;
     /// the change is then rebuilt again, until the commit deadline.
-    #[allow(clippy::too_many_arguments)]
-    async fn mutate_file<S, E>(
-        &self,
-        node: &Node,
-        path: &str,
-        op: Mutation,
-        body: Option<S>,
-        handler: &Handler,
-        conditions: &Preconditions,
-        author: Option<String>,
-    ) -> Result<Committed, FolderError>
+    async fn mutate_file<S, E>(&self, node: &Node, change: FileChange<'_>, body: Option<S>) -> Result<Committed, FolderError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        let deadline = self.commit_deadline();
+        let (path, op, handler, conditions) = (change.path, change.op, change.handler, change.conditions);
+        let mut deadline = self.commit_deadline();
+        if let Some(key) = &change.key {
+            deadline = deadline.bounded_by_key(key.expires_at());
+        }
         let limits = self.limits(handler);
         // Fail fast on what cannot succeed; all of it is checked again at the commit.
-        let mut based_on = self.live_read(node).await?;
+        let based_on = self.live_read(node).await?;
         conditions.check_write(Some(&based_on.marker.etag))?;
         if op == Mutation::Delete && !based_on.marker.files.contains_key(path) {
             return Err(FolderError::NotFound(format!("{}/files/{path}", node.item_url())));
@@ -100,6 +104,7 @@ impl FolderEngine {
         if op == Mutation::Put {
             node.check_file_location(path, &self.path_limits)?;
             check_no_file_folder_clash(based_on.marker.files.keys(), path)?;
+            FoldedNames::of(based_on.marker.files.keys()).add(path)?;
         }
         if let Err(problem) = handler.validate_file_mutation(path, op).await? {
             let type_name = handler.description().type_name.clone();
@@ -109,17 +114,44 @@ impl FolderEngine {
         // changes it in place (it is nobody else's until the commit).
         let version = new_id();
         let journal_entry = self.journal.record(node.paths.base(), Some(&version)).await?;
+        let mut pending = Uncommitted::new(self.store.clone(), node.clone(), version, journal_entry);
+        let committed = self.build_and_commit(node, &change, body, based_on, &mut pending, deadline, &limits).await;
+        if committed.is_err() {
+            pending.discard().await;
+        }
+        committed
+    }
+
+    /// The new version of [`FolderEngine::mutate_file`] written into
+    /// `pending`, checked and committed.
+    #[allow(clippy::too_many_arguments)]
+    async fn build_and_commit<S, E>(
+        &self,
+        node: &Node,
+        change: &FileChange<'_>,
+        body: Option<S>,
+        mut based_on: ReadMarker<ResourceMarker>,
+        pending: &mut Uncommitted,
+        deadline: Deadline,
+        limits: &FolderLimits,
+    ) -> Result<Committed, FolderError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let (path, op, handler, conditions) = (change.path, change.op, change.handler, change.conditions);
+        let version = pending.version.clone();
         let uploaded = match body {
             Some(body) => {
                 let others = based_on.marker.files.iter().filter(|(p, _)| p.as_str() != path).map(|(_, f)| f.size);
                 let target = node.paths.file(&version, path);
-                let counter = ByteCounter { path, limits: &limits, before: others.sum(), size: 0 };
+                let counter = ByteCounter { path, limits, before: others.sum(), size: 0 };
                 Some(write_streamed(&self.store, target, Vec::new(), body, counter, deadline).await?)
             }
             None => None,
         };
         let mut files =
-            self.build_file_version(node, &based_on.marker, None, &version, path, uploaded.as_ref(), &limits).await?;
+            self.build_file_version(node, &based_on.marker, None, &version, path, uploaded.as_ref(), limits).await?;
         deadline.check()?;
         let mut checked = self.check_with_handler(node, &version, &files, handler).await?;
 
@@ -135,7 +167,7 @@ impl FolderEngine {
                     return Err(FolderError::NotFound(format!("{}/files/{path}", node.item_url())));
                 }
                 files = self
-                    .build_file_version(node, &current.marker, Some(&files), &version, path, uploaded.as_ref(), &limits)
+                    .build_file_version(node, &current.marker, Some(&files), &version, path, uploaded.as_ref(), limits)
                     .await?;
                 deadline.check()?;
                 checked = self.check_with_handler(node, &version, &files, handler).await?;
@@ -144,6 +176,9 @@ impl FolderEngine {
             }
             let history = self.supersede(node, Some(&current.marker), self.retention(handler)).await?;
             deadline.check()?;
+            if let Some(key) = &change.key {
+                key.ensure_alive().await?;
+            }
             let now = now_ms();
             let (metadata, warnings) = checked.clone();
             let number = current.marker.next_number();
@@ -158,18 +193,22 @@ impl FolderEngine {
                 warnings,
                 files: files.clone(),
                 committed_at: Some(now),
-                committed_by: author.clone(),
+                committed_by: change.author.clone(),
                 history,
                 ..current.marker.clone()
             };
+            pending.committing();
             match self.write_marker(node, &marker, Some(current.version)).await {
                 Ok(()) => {}
                 // Lost to a committer this lock does not exclude: rebuild on
                 // what it committed.
-                Err(FolderError::Precondition(_)) => continue,
+                Err(FolderError::Precondition(_)) => {
+                    pending.not_committed();
+                    continue;
+                }
                 Err(error) => return Err(error),
             }
-            self.journal.forget_staged(journal_entry);
+            pending.committed(&self.journal);
             self.publish(EventAction::Update, node, Some(&marker.etag)).await;
             return Ok(Committed { version: marker.current_version.clone(), marker, created: false });
         }

@@ -13,6 +13,7 @@ use super::node::Node;
 use crate::clock::{new_id, now_ms};
 use crate::etag::Preconditions;
 use crate::events::EventAction;
+use crate::handlers::Handler;
 
 /// Lost compare-and-swaps (to the sweep, which takes no lock a commit
 /// excludes) before giving up.
@@ -22,13 +23,23 @@ impl FolderEngine {
     /// Makes the retained `version` the current one as it is: same id, same
     /// files, no copy and no new version; the version it replaces joins the
     /// history. Naming the current version changes nothing. `conditions`
-    /// are checked against the current version.
+    /// are checked against the current version. The version is checked as
+    /// a restore of it would be ([`FolderEngine::recheck`]): what the type
+    /// refuses today does not become current again.
     pub async fn make_current(
         &self,
         node: &Node,
         version: &str,
+        handler: &Handler,
         conditions: &Preconditions,
     ) -> Result<ResourceMarker, FolderError> {
+        let live = self.resource_for_read(node).await?;
+        conditions.check_write(Some(&live.etag))?;
+        if live.current_version == version {
+            return Ok(live.numbered());
+        }
+        // A version's files never change: checked once, outside the lock.
+        let (metadata, warnings) = self.recheck(node, &self.version_of(node, live, version).await?, handler).await?;
         let _lock = self.locks.acquire(&node.resource_lock_key()).await?;
         for _ in 0..ATTEMPTS {
             let read = self.live_read(node).await?;
@@ -59,8 +70,8 @@ impl FolderEngine {
             let marker = ResourceMarker {
                 current_version: target.current_version,
                 etag: target.etag,
-                metadata: target.metadata,
-                warnings: target.warnings,
+                metadata: metadata.clone(),
+                warnings: warnings.clone(),
                 files: target.files,
                 committed_at: target.committed_at,
                 committed_by: target.committed_by,

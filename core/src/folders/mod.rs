@@ -17,7 +17,8 @@
 //! - `list_ops`: folder listings from the folder indexes, with the marker
 //!   cache; [`listing`]: what they answer, and a version's files.
 //! - [`migrate`]: the one-time move of a store laid out before the indexes.
-//! - [`archive`]: the streamed ZIP of a resource.
+//! - [`archive`]: the streamed ZIP of a resource; [`unzip`]: an uploaded zip, its
+//!   directory checked before anything is inflated.
 //! - [`journal`]: what may become garbage; [`sweep`]: what the sweep does with it.
 //!
 //! Invariants: a reader resolves marker → `currentVersion` → files, so it
@@ -44,6 +45,7 @@ pub mod node;
 pub mod policy;
 pub mod staging;
 pub mod sweep;
+pub mod unzip;
 mod validate;
 
 pub use engine::{Becomes, Committed, FolderEngine, spawn_sweeper};

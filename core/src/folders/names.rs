@@ -1,6 +1,11 @@
 //! The structural names v2 reserves, and the rules for file paths inside a
 //! resource. Checked before anything is written.
 
+use std::collections::HashMap;
+
+use icu_normalizer::{ComposingNormalizerBorrowed, DecomposingNormalizerBorrowed};
+use unicase::UniCase;
+
 use super::layout::{FOLDER_INDEX, RESOURCE_INDEX, VERSIONS_DIR};
 use super::marker::{FOLDER_MARKER, RESOURCE_MARKER};
 
@@ -20,6 +25,11 @@ pub enum NameError {
     ReservedNodeName(String),
     #[error("Invalid file path '{path}': {reason}")]
     BadFilePath { path: String, reason: &'static str },
+    #[error(
+        "Invalid file path '{path}': '{name}' differs from '{other}' only in case or Unicode normalisation \
+         (extracted on macOS or Windows, one would replace the other)"
+    )]
+    FoldedClash { path: String, name: String, other: String },
 }
 
 /// A resource or folder path: every segment must avoid the reserved names.
@@ -87,6 +97,60 @@ pub fn check_no_file_folder_clash<'a>(
     Ok(())
 }
 
+/// The paths of one resource as a case-insensitive, normalising file
+/// system sees them (macOS and Windows, where ZIPs of it get extracted):
+/// two names that differ only in case or Unicode normalisation land on one
+/// file or folder there, and one hides the other — a reviewed `SKILL.md`
+/// replaced by an unreviewed `skill.md`. Every file path and every folder
+/// above a file is kept by its folded form (NFD, Unicode full case folding,
+/// NFC) with the name it was given.
+#[derive(Debug, Default, Clone)]
+pub struct FoldedNames {
+    seen: HashMap<String, String>,
+}
+
+impl FoldedNames {
+    /// The names of a file set already stored (taken as they are, not
+    /// checked against one another: a new name is checked against them).
+    pub fn of<'a>(paths: impl IntoIterator<Item = &'a String>) -> Self {
+        let mut names = Self::default();
+        for path in paths {
+            for name in prefixes(path) {
+                names.seen.entry(folded(name)).or_insert_with(|| name.to_string());
+            }
+        }
+        names
+    }
+
+    /// Adds `path`: refused when it or a folder above it folds to the same
+    /// name as another name of the set.
+    pub fn add(&mut self, path: &str) -> Result<(), NameError> {
+        let names: Vec<(&str, String)> = prefixes(path).map(|name| (name, folded(name))).collect();
+        for (name, key) in &names {
+            if let Some(other) = self.seen.get(key).filter(|other| other != name) {
+                return Err(NameError::FoldedClash { path: path.into(), name: name.to_string(), other: other.clone() });
+            }
+        }
+        for (name, key) in names {
+            self.seen.entry(key).or_insert_with(|| name.to_string());
+        }
+        Ok(())
+    }
+}
+
+/// `a`, `a/b`, `a/b/c.md` for `a/b/c.md`.
+fn prefixes(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/').map(|(at, _)| &path[..at]).chain(std::iter::once(path))
+}
+
+/// The form two names that a case-insensitive, normalising file system
+/// treats as one share.
+fn folded(name: &str) -> String {
+    let decomposed = DecomposingNormalizerBorrowed::new_nfd().normalize(name);
+    let folded = UniCase::unicode(decomposed.as_ref()).to_folded_case();
+    ComposingNormalizerBorrowed::new_nfc().normalize(&folded).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,5 +203,33 @@ mod tests {
         assert!(check_no_file_folder_clash(&files, "docs2").is_ok());
         assert!(check_no_file_folder_clash(&files, "docs").is_err(), "docs is a folder of docs/a.md");
         assert!(check_no_file_folder_clash(&files, "SKILL.md/x").is_err(), "SKILL.md is a file");
+    }
+
+    #[test]
+    fn names_equal_but_for_case_or_normalisation_clash() {
+        let mut names = FoldedNames::default();
+        names.add("SKILL.md").unwrap();
+        names.add("docs/r\u{e9}sum\u{e9}.txt").unwrap();
+        names.add("docs/other.txt").unwrap();
+        for clash in [
+            "skill.md",
+            "Skill.MD",
+            "docs/re\u{301}sume\u{301}.txt",
+            "DOCS/x.txt",
+            "skill.md/x",
+            "docs/R\u{c9}SUM\u{c9}.TXT",
+        ] {
+            let error = names.clone().add(clash).unwrap_err();
+            assert!(matches!(error, NameError::FoldedClash { .. }), "{clash}: {error}");
+        }
+        assert!(names.clone().add("docs/third.txt").is_ok(), "a new file in a folder already there");
+        assert!(names.clone().add("docs/other.txt").is_ok(), "the same name is no clash (duplicates are refused elsewhere)");
+        let mut german = FoldedNames::default();
+        german.add("STRASSE.md").unwrap();
+        assert!(german.add("stra\u{df}e.md").is_err(), "full case folding: \u{df} is ss");
+        let stored = ["SKILL.md".to_string(), "skill.md".to_string()];
+        let mut existing = FoldedNames::of(&stored);
+        assert!(existing.add("SKILL.md").is_ok(), "a stored name may be written again");
+        assert!(existing.add("Skill.md").is_err());
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::{Stream, StreamExt};
+use futures_util::{Stream, StreamExt, TryStreamExt};
 use object_store::buffered::BufWriter;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
@@ -16,10 +16,12 @@ use tokio::io::AsyncWriteExt;
 
 use super::error::FolderError;
 use super::marker::FileRecord;
-use super::names::{check_file_path, check_no_file_folder_clash};
+use super::markers;
+use super::names::{FoldedNames, check_file_path, check_no_file_folder_clash};
 use super::node::Node;
 use super::policy::FolderLimits;
 use crate::hashing::{Md5Stream, md5_hex_of};
+use crate::keys::{KeyLapsed, WritingKey};
 use crate::storage::PathLimits;
 
 /// Buffer of one streamed upload before it becomes a multipart upload.
@@ -38,36 +40,69 @@ const BYTES_IN_FLIGHT: usize = 8 << 20;
 /// Files being written for a new version, before the commit.
 pub struct Staging {
     pub(super) node: Node,
-    pub(super) version: String,
+    /// The version being written, until it is committed or discarded.
+    pub(super) pending: Uncommitted,
     /// Every file added so far; a small file still being written has its
     /// size but no etag until [`Staging::flush`].
     pub(super) files: BTreeMap<String, FileRecord>,
-    /// Small files being hashed and written: `(path, etag, bytes held)`.
-    /// Dropping the staging aborts them (what they wrote is the sweep's).
-    pub(super) writes: tokio::task::JoinSet<Result<(String, String, usize), FolderError>>,
+    /// The names added so far as a case-insensitive file system sees them.
+    pub(super) names: FoldedNames,
     pub(super) bytes_in_flight: usize,
     /// Whether the resource was live when staging began: which locks the
     /// commit takes first (it looks again under them).
     pub(super) existed: bool,
     pub(super) limits: FolderLimits,
     /// Past it the staged version may already be judged garbage by the
-    /// sweep: nothing more is written and the commit is refused.
+    /// sweep (or the key the upload came with has expired): nothing more
+    /// is written and the commit is refused.
     pub(super) deadline: Deadline,
     pub(super) path_limits: PathLimits,
     pub(super) store: Arc<dyn ObjectStore>,
-    /// The journal entry naming this version as possible garbage.
-    pub(super) journal_entry: Path,
     /// A new label for the resource ([`ResourceMarker::display_name`](super::marker::ResourceMarker::display_name)).
     pub(super) display_name: Option<String>,
     /// A metadata entry the handler must read from the files, or the
     /// commit is refused ([`Staging::require_metadata`]).
     pub(super) required_metadata: Option<(String, String)>,
+    /// The per-request key the upload came with: the commit happens only
+    /// while it lives ([`Staging::bind_to_key`]).
+    pub(super) key: Option<WritingKey>,
 }
 
 impl Staging {
     /// The id the version gets when committed.
     pub fn version(&self) -> &str {
-        &self.version
+        &self.pending.version
+    }
+
+    /// Binds the upload to the per-request key it came with: it stops at
+    /// the key's expiry, and commits only if the key still lives then.
+    pub fn bind_to_key(&mut self, key: WritingKey) {
+        self.deadline = self.deadline.bounded_by_key(key.expires_at());
+        self.key = Some(key);
+    }
+
+    /// Checks a whole upload's file list before any of its bytes arrive
+    /// (a zip's central directory), before any file is added: every path,
+    /// the file count and the declared sizes against the type's limits, as
+    /// [`Staging::add_file`] will check each again as its bytes arrive.
+    pub fn check_plan<'p>(&self, plan: impl IntoIterator<Item = (&'p str, u64)>) -> Result<(), FolderError> {
+        check_files(&self.node, &self.path_limits, &self.limits, plan)
+    }
+
+    /// A new file's path against the rules and the files already there.
+    fn check_new_path(
+        &self,
+        files: &BTreeMap<String, FileRecord>,
+        names: &mut FoldedNames,
+        path: &str,
+    ) -> Result<(), FolderError> {
+        check_new_path(&self.node, &self.path_limits, &self.limits, files, names, path)
+    }
+
+    /// Gives the upload up: what it wrote is deleted now (and its journal
+    /// entry with it) instead of waiting a grace period for the sweep.
+    pub async fn discard(self) {
+        self.pending.discard().await;
     }
 
     /// Labels the resource with this commit (Anthropic's `display_name`).
@@ -91,26 +126,21 @@ impl Staging {
     /// arrive. A small file is read whole and then hashed and written in the
     /// background (at most [`WRITES_IN_FLIGHT`] files, [`BYTES_IN_FLIGHT`]
     /// bytes), so the next file's bytes arrive while it is stored; a larger
-    /// one is streamed, hashed alongside its writes. On error the partial
-    /// bytes stay for the sweep.
+    /// one is streamed, hashed alongside its writes. On error the upload is
+    /// to be given up ([`Staging::discard`]).
     pub async fn add_file<S, E>(&mut self, path: &str, mut body: S) -> Result<(), FolderError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        check_file_path(path)?;
-        self.node.check_file_location(path, &self.path_limits)?;
-        if self.files.contains_key(path) {
-            return Err(FolderError::BadRequest(format!("File '{path}' appears twice in the upload")));
-        }
-        check_no_file_folder_clash(self.files.keys(), path)?;
-        if self.files.len() >= self.limits.max_files as usize {
-            return Err(FolderError::TooManyFiles { limit: self.limits.max_files });
-        }
+        let mut names = std::mem::take(&mut self.names);
+        let checked = self.check_new_path(&self.files, &mut names, path);
+        self.names = names;
+        checked?;
         let already = self.files.values().map(|f| f.size).sum::<u64>();
         let counter = ByteCounter { path, limits: &self.limits, before: already, size: 0 };
         let (head, counter) = read_head(&mut body, counter, self.deadline).await?;
-        let target = self.node.paths.file(&self.version, path);
+        let target = self.node.paths.file(&self.pending.version, path);
         let chunks = match head {
             Head::Whole(chunks) => chunks,
             Head::Start(head) => {
@@ -121,8 +151,8 @@ impl Staging {
         };
         let size = counter.size;
         let held = size as usize;
-        while self.writes.len() >= WRITES_IN_FLIGHT
-            || (self.bytes_in_flight + held > BYTES_IN_FLIGHT && !self.writes.is_empty())
+        while self.pending.writes.len() >= WRITES_IN_FLIGHT
+            || (self.bytes_in_flight + held > BYTES_IN_FLIGHT && !self.pending.writes.is_empty())
         {
             self.finish_one_write().await?;
         }
@@ -131,7 +161,7 @@ impl Staging {
         self.bytes_in_flight += held;
         self.files.insert(path.to_string(), FileRecord { etag: String::new(), size });
         let (store, path) = (self.store.clone(), path.to_string());
-        self.writes.spawn(async move {
+        self.pending.writes.spawn(async move {
             let hashed = chunks.clone();
             let hash = tokio::task::spawn_blocking(move || md5_hex_of(&hashed));
             let (etag, written) = tokio::join!(hash, store.put(&target, PutPayload::from_iter(chunks)));
@@ -144,7 +174,7 @@ impl Staging {
 
     /// Waits for one background write and records its etag.
     async fn finish_one_write(&mut self) -> Result<(), FolderError> {
-        let Some(joined) = self.writes.join_next().await else { return Ok(()) };
+        let Some(joined) = self.pending.writes.join_next().await else { return Ok(()) };
         let (path, etag, held) = joined.map_err(|error| FolderError::Storage(join_error(error)))??;
         self.bytes_in_flight -= held;
         if let Some(record) = self.files.get_mut(&path) {
@@ -156,7 +186,7 @@ impl Staging {
     /// Waits until every file added so far is stored; the first failed
     /// write fails the upload. The commit starts with it.
     pub async fn flush(&mut self) -> Result<(), FolderError> {
-        while !self.writes.is_empty() {
+        while !self.pending.writes.is_empty() {
             self.finish_one_write().await?;
         }
         Ok(())
@@ -167,26 +197,183 @@ impl Staging {
     }
 }
 
+/// A whole file set for `node` (a zip's plan, a version copied or made
+/// current again) against the rules a file added one by one meets: paths,
+/// names that clash, the count and the sizes.
+pub(super) fn check_files<'p>(
+    node: &Node,
+    path_limits: &PathLimits,
+    limits: &FolderLimits,
+    files: impl IntoIterator<Item = (&'p str, u64)>,
+) -> Result<(), FolderError> {
+    let mut checked: BTreeMap<String, FileRecord> = BTreeMap::new();
+    let mut names = FoldedNames::default();
+    let mut total = 0u64;
+    for (path, size) in files {
+        check_new_path(node, path_limits, limits, &checked, &mut names, path)?;
+        ByteCounter { path, limits, before: total, size: 0 }.check(size)?;
+        total += size;
+        checked.insert(path.to_string(), FileRecord { etag: String::new(), size });
+    }
+    Ok(())
+}
+
+fn check_new_path(
+    node: &Node,
+    path_limits: &PathLimits,
+    limits: &FolderLimits,
+    files: &BTreeMap<String, FileRecord>,
+    names: &mut FoldedNames,
+    path: &str,
+) -> Result<(), FolderError> {
+    check_file_path(path)?;
+    node.check_file_location(path, path_limits)?;
+    if files.contains_key(path) {
+        return Err(FolderError::BadRequest(format!("File '{path}' appears twice in the upload")));
+    }
+    check_no_file_folder_clash(files.keys(), path)?;
+    if files.len() >= limits.max_files as usize {
+        return Err(FolderError::TooManyFiles { limit: limits.max_files });
+    }
+    Ok(names.add(path)?)
+}
+
+/// Small files of a staging being hashed and written: `(path, etag, bytes held)`.
+pub(super) type Writes = tokio::task::JoinSet<Result<(String, String, usize), FolderError>>;
+
+/// A new version's bytes until its commit: its id, the journal entry that
+/// names it as possible garbage, and what becomes of its bytes if it is
+/// never committed — deleted at once ([`Uncommitted::discard`], or in the
+/// background when dropped: a client gone, a panic) rather than a grace
+/// period later by the sweep. Once a marker naming it may have been
+/// written (a commit attempt whose outcome is unknown) it is the sweep's,
+/// which deletes only what no marker references.
+pub(super) struct Uncommitted {
+    store: Arc<dyn ObjectStore>,
+    node: Node,
+    pub(super) version: String,
+    journal_entry: Path,
+    fate: Fate,
+    /// Writes still running (a staging's small files): waited for before
+    /// anything is deleted, so none lands after the delete.
+    pub(super) writes: Writes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Nothing names the version: given up, its bytes are deleted.
+    Discard,
+    /// A marker write naming it was attempted with no clear outcome.
+    LeftToSweep,
+    /// Committed, or already discarded.
+    Settled,
+}
+
+impl Uncommitted {
+    pub(super) fn new(store: Arc<dyn ObjectStore>, node: Node, version: String, journal_entry: Path) -> Self {
+        Self { store, node, version, journal_entry, fate: Fate::Discard, writes: Writes::new() }
+    }
+
+    /// A marker naming the version is about to be written: should the
+    /// outcome be unknown, the bytes are the sweep's.
+    pub(super) fn committing(&mut self) {
+        self.fate = Fate::LeftToSweep;
+    }
+
+    /// The marker write was refused (a lost compare-and-swap): nothing
+    /// names the version.
+    pub(super) fn not_committed(&mut self) {
+        self.fate = Fate::Discard;
+    }
+
+    /// The marker naming the version was written: its staging entry goes
+    /// (see [`super::journal::GcJournal::forget_staged`]).
+    pub(super) fn committed(&mut self, journal: &super::journal::GcJournal) {
+        self.fate = Fate::Settled;
+        journal.forget_staged(self.journal_entry.clone());
+    }
+
+    /// Deletes what the version wrote, now, unless it may be committed.
+    pub(super) async fn discard(mut self) {
+        if let Some(discarding) = self.take_discard() {
+            discarding.await;
+        }
+    }
+
+    /// The deletion to run, if the version is to be discarded (once).
+    fn take_discard(&mut self) -> Option<impl Future<Output = ()> + Send + 'static> {
+        if self.fate != Fate::Discard {
+            return None;
+        }
+        self.fate = Fate::Settled;
+        let (store, node, version) = (self.store.clone(), self.node.clone(), self.version.clone());
+        let (entry, mut writes) = (self.journal_entry.clone(), std::mem::take(&mut self.writes));
+        Some(async move {
+            while writes.join_next().await.is_some() {}
+            if let Err(error) = delete_uncommitted(&store, &node, &version, &entry).await {
+                tracing::debug!(%error, version, "an uncommitted version is left for the sweep");
+            }
+        })
+    }
+}
+
+impl Drop for Uncommitted {
+    fn drop(&mut self) {
+        let Some(discarding) = self.take_discard() else { return };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            drop(runtime.spawn(discarding));
+        }
+    }
+}
+
+/// Deletes a version no marker names, then its journal entry.
+async fn delete_uncommitted(
+    store: &Arc<dyn ObjectStore>,
+    node: &Node,
+    version: &str,
+    journal_entry: &Path,
+) -> Result<(), FolderError> {
+    if let Some(read) = markers::read_resource_marker(store, node).await?
+        && read.marker.referenced_versions().any(|referenced| referenced == version)
+    {
+        return Ok(());
+    }
+    let written: Vec<Path> = store.list(Some(&node.paths.version(version))).map_ok(|meta| meta.location).try_collect().await?;
+    crate::storage::delete_all(store.as_ref(), written).await?;
+    match store.delete(journal_entry).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
 /// When a mutation must be committed by: half the grace period after its
 /// version was journaled, so the sweep (which waits the whole grace period)
 /// never deletes a version that can still be committed.
+/// A write bound to a per-request key also stops when the key expires.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Deadline {
     at: Instant,
     limit: Duration,
+    key_expires: Option<Instant>,
 }
 
 impl Deadline {
     pub(super) fn starting_now(limit: Duration) -> Self {
-        Self { at: Instant::now() + limit, limit }
+        Self { at: Instant::now() + limit, limit, key_expires: None }
+    }
+
+    /// Also ends when the key that expires at `expires_at` (epoch ms) does.
+    pub(super) fn bounded_by_key(self, expires_at: i64) -> Self {
+        let left = Duration::from_millis(u64::try_from(expires_at - crate::clock::now_ms()).unwrap_or(0));
+        Self { key_expires: Some(Instant::now() + left), ..self }
     }
 
     pub(super) fn check(&self) -> Result<(), FolderError> {
-        if Instant::now() < self.at {
-            Ok(())
-        } else {
-            Err(FolderError::TooSlow { limit_seconds: self.limit.as_secs().max(1) })
+        let now = Instant::now();
+        if self.key_expires.is_some_and(|expires| now >= expires) {
+            return Err(KeyLapsed::Ended.into());
         }
+        if now < self.at { Ok(()) } else { Err(FolderError::TooSlow { limit_seconds: self.limit.as_secs().max(1) }) }
     }
 }
 
@@ -202,13 +389,18 @@ pub(super) struct ByteCounter<'a> {
 impl ByteCounter<'_> {
     fn count(&mut self, chunk: &Bytes) -> Result<(), FolderError> {
         self.size += chunk.len() as u64;
-        if self.size > self.limits.max_file_bytes {
+        self.check(self.size)
+    }
+
+    /// A file of `size` bytes against the limits.
+    fn check(&self, size: u64) -> Result<(), FolderError> {
+        if size > self.limits.max_file_bytes {
             return Err(FolderError::TooLarge(format!(
                 "File '{}' exceeds the limit of {} bytes per file",
                 self.path, self.limits.max_file_bytes
             )));
         }
-        if self.before + self.size > self.limits.max_total_bytes {
+        if self.before + size > self.limits.max_total_bytes {
             return Err(FolderError::TooLarge(format!(
                 "The resource exceeds the limit of {} bytes in total",
                 self.limits.max_total_bytes

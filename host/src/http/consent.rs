@@ -63,6 +63,8 @@ async fn admin_app(
 ) -> Result<Arc<Application>, ApiError> {
     refuse_key(state, caller, id, event)?;
     if !state.access().may_decide(caller, AdminDecision::AdminConsent) {
+        // Refused attempts are audited as grants and withdrawals are.
+        state.audit().emit(AuditEvent::admin_consent_refused(event, id, &granted_by(caller)));
         return Err(ApiError::new(StatusCode::FORBIDDEN, "Only admins may decide admin consent"));
     }
     Ok(resolve(state, caller, id, Reader::Admin).await?.application)
@@ -173,12 +175,17 @@ pub async fn delete(
 pub async fn user_get(state: &AppState, caller: &Caller, id: &str) -> Result<UserConsent, ApiError> {
     refuse_key(state, caller, id, "user_consent_read")?;
     let app = resolve(state, caller, id, Reader::Caller).await?.application;
-    // As DIAL: accepted (or not asked for) → no consent body; else the document to accept.
-    if app.features.consent_required != Some(true) || state.consent().user_accepted(&caller.user_location(), id).await?
-    {
+    if app.features.consent_required != Some(true) {
         return Ok(UserConsent { consent: None, accepted: true });
     }
-    Ok(UserConsent { consent: Some(user_document(id)), accepted: false })
+    let declared = &app.resource_dependencies;
+    let document = user_document(id, declared);
+    // As DIAL: accepted → no consent body, unless the application declares
+    // resources: then the document says what the user agreed to let it reach.
+    if state.consent().user_accepted(&caller.user_location(), id, declared).await? {
+        return Ok(UserConsent { consent: (!declared.is_empty()).then_some(document), accepted: true });
+    }
+    Ok(UserConsent { consent: Some(document), accepted: false })
 }
 
 /// `GET /v1/consent/{id}/admin-consent`: tri-state — not consented;

@@ -20,6 +20,7 @@ use crate::documents::DocumentError;
 use crate::folders::FolderError;
 use crate::handlers::{HandlerError, RegistryError};
 use crate::hosted_skills::SkillsError;
+use crate::keys::KeyLapsed;
 use crate::locks::LockError;
 use crate::publication::workflow::PublicationError;
 use crate::resource_url::UrlError;
@@ -325,6 +326,7 @@ impl From<FolderError> for ApiError {
             FolderError::Precondition(_) => StatusCode::PRECONDITION_FAILED,
             FolderError::FolderNotEmpty(_) | FolderError::Conflict(_) => StatusCode::CONFLICT,
             FolderError::TooSlow { .. } => StatusCode::REQUEST_TIMEOUT,
+            FolderError::KeyLapsed(lapsed) => return Self::from(lapsed.clone()),
             FolderError::Lock(lock) => return Self::from(lock),
             FolderError::Storage(storage) => return Self::storage(storage, storage),
         };
@@ -344,6 +346,7 @@ impl From<BlobError> for ApiError {
             BlobError::ResourceTooLarge { .. } | BlobError::UploadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             BlobError::Precondition(_) => StatusCode::PRECONDITION_FAILED,
             BlobError::Conflict(_) => StatusCode::CONFLICT,
+            BlobError::KeyLapsed(lapsed) => return Self::from(lapsed.clone()),
             BlobError::Lock(lock) => return Self::from(lock),
             BlobError::Storage(store) => return Self::storage(store, &error),
             BlobError::Corrupt { .. } => {
@@ -352,6 +355,20 @@ impl From<BlobError> for ApiError {
             }
         };
         Self::new(status, error.to_string())
+    }
+}
+
+impl From<KeyLapsed> for ApiError {
+    /// 401: the key the write came with is no longer a credential; 503
+    /// when the key store could not tell.
+    fn from(lapsed: KeyLapsed) -> Self {
+        match lapsed {
+            KeyLapsed::Ended => Self::new(StatusCode::UNAUTHORIZED, lapsed.to_string()),
+            KeyLapsed::Unavailable(why) => {
+                tracing::error!(why, "checking a per-request key before a commit");
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "The key store (Redis) is unavailable; retry")
+            }
+        }
     }
 }
 

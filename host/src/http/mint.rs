@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::error::{ApiError, Dialect};
 use super::state::AppState;
-use crate::access::{Permission, Resource};
+use crate::access::{Permission, Resource, StateRead};
 use crate::apps::{Api, Application, app_id};
 use crate::auth::Caller;
 use crate::blobs::BlobTarget;
@@ -49,7 +49,18 @@ pub(super) async fn answer(
     };
     let Incoming { uri, method, headers, body } = incoming;
     let outcome = async {
-        let caller = caller?;
+        let caller = match caller {
+            Ok(caller) => caller,
+            // A refused MCP request still answers its own id: read (bounded)
+            // as far as it takes to find it.
+            Err(refused) if api == Api::Mcp => {
+                if let Ok(body) = read_body(body, UNAUTHENTICATED_RPC_BYTES).await {
+                    dialect = Dialect::JsonRpc { id: rpc_id(&body) };
+                }
+                return Err(refused);
+            }
+            Err(refused) => return Err(refused),
+        };
         let body = read_body(body, state.proxy().max_request_bytes()).await?;
         if api == Api::Mcp {
             dialect = Dialect::JsonRpc { id: rpc_id(&body) };
@@ -63,6 +74,11 @@ pub(super) async fn answer(
     }
     response
 }
+
+/// What of a refused caller's MCP request is read to find its `id` (a
+/// JSON-RPC request that names a tool is far smaller; the rest is drained
+/// by the listener).
+const UNAUTHENTICATED_RPC_BYTES: u64 = 64 << 10;
 
 /// The `id` of a JSON-RPC request (none for a notification, a batch, or a
 /// body that is not one).
@@ -157,7 +173,7 @@ async fn call(
     // (and never admin rights, which no key carries).
     let user = Caller { per_request: None, is_admin: false, ..caller.clone() };
     if application.features.consent_required == Some(true)
-        && !state.consent().user_accepted(&user.user_location(), &id).await?
+        && !state.consent().user_accepted(&user.user_location(), &id, &application.resource_dependencies).await?
     {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -218,6 +234,7 @@ async fn call(
                 received: caller.per_request.as_ref().map(|calling| calling.passed_to(&id)).unwrap_or_default(),
                 passed_on: Vec::new(),
                 expires_at,
+                changes_taken: 0,
             };
             if let Some(calling) = &caller.per_request
                 && matches!(api, Api::ChatCompletions | Api::Completions)
@@ -336,11 +353,12 @@ fn answer_grant(state: &AppState, callee: Arc<KeyData>, calling_key: String) -> 
         Box::pin(async move {
             let reader = Caller::for_key(callee.clone());
             let mut changes = Vec::new();
+            let mut access_state = StateRead::default();
             for url in links {
                 let Ok(link) = state.catalog().parse_link(&url) else { continue };
                 let Ok(link) = state.catalog().canonical(link).await else { continue };
                 let resource = Resource { url: &link.url, location: &link.location };
-                match state.access().permissions(&reader, resource).await {
+                match state.access().permissions_within(&reader, resource, &mut access_state).await {
                     Ok(held) if held.read => {
                         changes.push(KeyChange::Grant { url: link.key(), read: true, write: false })
                     }
@@ -414,27 +432,49 @@ async fn stored(state: &AppState, caller: &Caller, id: &str, reader: Reader) -> 
     if reader == Reader::Caller {
         state.access().check(caller, Resource { url: &url, location: &location }, Permission::Read).await?;
     }
-    let cache_key = url.to_string();
-    let cached = state.definitions().get(&cache_key);
-    let conditions = Preconditions {
-        if_match: None,
-        if_none_match: cached.as_ref().map(|(etag, _)| EtagMatch::Tags(vec![etag.clone()])),
-    };
     let target = BlobTarget::new(url, location).map_err(|_| unknown())?;
-    let (etag, content) = match state.blobs().download(&target, &conditions).await {
-        Ok(Download::Content { meta, body }) => (meta.etag, body),
-        Ok(Download::NotModified(_)) => return Ok(cached.expect("If-None-Match is sent only with a cached etag").1),
-        Err(crate::blobs::BlobError::NotFound(_)) => return Err(unknown()),
-        Err(error) => return Err(error.into()),
-    };
-    let bytes = read_stream(content, state.blobs().limits().max_size).await?;
-    let app = Application::from_stored(&bytes).map_err(|why| {
-        tracing::error!(deployment = id, why, "stored application definition");
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("The definition of {id} cannot be read"))
-    })?;
-    let app = Arc::new(app);
-    state.definitions().insert(cache_key, etag, app.clone());
-    Ok(app)
+    let cache_key = target.url.to_string();
+    let definitions = state.definitions();
+    // A definition not parsed yet (or changed) is loaded by one caller at a
+    // time: the others wait, then read it conditionally and find it parsed.
+    let mut turn = None;
+    loop {
+        let cached = definitions.get(&cache_key);
+        let conditions = Preconditions {
+            if_match: None,
+            if_none_match: cached.as_ref().map(|(etag, _)| EtagMatch::Tags(vec![etag.clone()])),
+        };
+        let (meta, content) = match state.blobs().download(&target, &conditions).await {
+            Ok(Download::Content { meta, body }) => (meta, body),
+            Ok(Download::NotModified(_)) => return Ok(cached.expect("If-None-Match is sent only with a cached etag").1),
+            Err(crate::blobs::BlobError::NotFound(_)) => return Err(unknown()),
+            Err(error) => return Err(error.into()),
+        };
+        if turn.is_none() {
+            drop(content);
+            turn = Some(definitions.loading(&cache_key).await);
+            continue;
+        }
+        let max = state.proxy().max_definition_bytes();
+        if meta.content_length > max {
+            tracing::error!(deployment = id, bytes = meta.content_length, max, "stored application definition too large");
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!(
+                    "The definition of {id} is {} bytes, over the {max} a call reads (proxy.max_definition_bytes)",
+                    meta.content_length
+                ),
+            ));
+        }
+        let bytes = read_stream(content, max).await?;
+        let app = Application::from_stored(&bytes).map_err(|why| {
+            tracing::error!(deployment = id, why, "stored application definition");
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("The definition of {id} cannot be read"))
+        })?;
+        let app = Arc::new(app);
+        definitions.insert(cache_key, meta.etag, app.clone(), bytes.len());
+        return Ok(app);
+    }
 }
 
 /// READ grants for the request's attachments; one the caller cannot read
@@ -450,12 +490,15 @@ async fn attachment_grants(
     let urls =
         state.proxy().attachments(api, body.clone()).await.map_err(|error| ApiError::bad_request(error.to_string()))?;
     let mut grants = Vec::with_capacity(urls.len());
+    // One read of the access state (each owner's shares, the public rules)
+    // decides every attachment of the call.
+    let mut access_state = StateRead::default();
     for url in urls {
         let denied = || ApiError::new(StatusCode::FORBIDDEN, format!("Access denied to the file {url}"));
         let link = state.catalog().parse_link(&url).map_err(|_| denied())?;
         let link = state.catalog().canonical(link).await?;
         let resource = Resource { url: &link.url, location: &link.location };
-        if !state.access().permissions(caller, resource).await?.read {
+        if !state.access().permissions_within(caller, resource, &mut access_state).await?.read {
             return Err(denied());
         }
         grants.push(KeyGrant { url: link.key(), read: true, write: false });

@@ -23,9 +23,9 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
 use super::state::AppState;
-use crate::access::Resource;
+use crate::access::{Resource, StateRead};
 use crate::auth::Caller;
-use crate::keys::{Changed, KeyChange, KeyData, KeyGrant};
+use crate::keys::{Changed, KeyChange, KeyData, KeyGrant, MAX_KEY_CHANGES};
 
 /// `grant` and `revoke`: the receiving deployment and what it gets.
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -82,10 +82,13 @@ fn body<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
 }
 
 /// The changes a `grant` or `revoke` body asks for, each URL in the form
-/// grants are keyed by (after access is checked, for a grant).
+/// grants are keyed by (after access is checked, for a grant). What the
+/// key could not take anyway is refused before any URL is looked at, and
+/// the URLs of one request are decided on one read of the access state.
 async fn changes(
     state: &AppState,
     caller: &Caller,
+    key: &KeyData,
     request: PerRequestReceiver,
     granting: bool,
 ) -> Result<Vec<KeyChange>, ApiError> {
@@ -96,6 +99,10 @@ async fn changes(
     if request.resource_permissions.is_empty() {
         return Err(ApiError::bad_request("No resources provided"));
     }
+    if request.resource_permissions.len() > MAX_KEY_CHANGES.saturating_sub(key.changes_taken) {
+        return Err(key_full(request.resource_permissions.len(), key.changes_taken));
+    }
+    let mut access_state = StateRead::default();
     let mut changes = Vec::with_capacity(request.resource_permissions.len());
     for ResourcePermission { url, permissions } in request.resource_permissions {
         let (mut read, mut write) = (false, false);
@@ -111,8 +118,8 @@ async fn changes(
         }
         let link = state.catalog().parse_canonical(&url).await?;
         if granting {
-            let held =
-                state.access().permissions(caller, Resource { url: &link.url, location: &link.location }).await?;
+            let resource = Resource { url: &link.url, location: &link.location };
+            let held = state.access().permissions_within(caller, resource, &mut access_state).await?;
             if (read && !held.read) || (write && !held.write) {
                 return Err(ApiError::new(StatusCode::FORBIDDEN, format!("Access to resource is forbidden: {url}")));
             }
@@ -134,11 +141,15 @@ async fn apply(state: &AppState, key: &KeyData, changes: Vec<KeyChange>) -> Resu
     match applied {
         Changed::Applied => Ok(()),
         Changed::Gone => Err(crate::auth::AuthError::UnknownKey.into()),
-        Changed::Full => Err(ApiError::bad_request(format!(
-            "This key took the {} changes one key may take",
-            crate::keys::MAX_KEY_CHANGES
-        ))),
+        Changed::Full => Err(key_full(0, MAX_KEY_CHANGES)),
     }
+}
+
+/// 400: `asked` more changes do not fit in what the key took so far.
+fn key_full(asked: usize, taken: usize) -> ApiError {
+    let left = MAX_KEY_CHANGES.saturating_sub(taken);
+    let asked = if asked == 0 { String::new() } else { format!(": {asked} asked for, {left} left") };
+    ApiError::bad_request(format!("This key took the {MAX_KEY_CHANGES} changes one key may take{asked}"))
 }
 
 /// `POST /v1/ops/resource/per-request-permissions/grant`
@@ -147,7 +158,7 @@ async fn apply(state: &AppState, key: &KeyData, changes: Vec<KeyChange>) -> Resu
     responses((status = 200, description = "Granted: the key minted for the caller's next call to the receiver gets it")))]
 pub async fn grant(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<StatusCode, ApiError> {
     let key = key_of(&caller)?;
-    let changes = changes(&state, &caller, body(&bytes)?, true).await?;
+    let changes = changes(&state, &caller, key, body(&bytes)?, true).await?;
     apply(&state, key, changes).await?;
     Ok(StatusCode::OK)
 }
@@ -158,7 +169,7 @@ pub async fn grant(State(state): State<AppState>, caller: Caller, bytes: Bytes) 
     responses((status = 200, description = "Revoked for the calls made from now on")))]
 pub async fn revoke(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<StatusCode, ApiError> {
     let key = key_of(&caller)?;
-    let changes = changes(&state, &caller, body(&bytes)?, false).await?;
+    let changes = changes(&state, &caller, key, body(&bytes)?, false).await?;
     apply(&state, key, changes).await?;
     Ok(StatusCode::OK)
 }

@@ -22,7 +22,7 @@ use crate::folder_resources::FolderResources;
 use crate::folders::FolderEngine;
 use crate::handlers::HandlerRegistry;
 use crate::hosted_skills::HostedSkills;
-use crate::keys::Keys;
+use crate::keys::{Keys, WritingKey};
 use crate::proxy::Proxy;
 use crate::publication::workflow::Publications;
 
@@ -83,6 +83,12 @@ impl AppState {
 
     pub fn keys(&self) -> &Keys {
         &self.inner.keys
+    }
+
+    /// The per-request key `caller`'s write came with: an upload by an
+    /// application commits only while it lives ([`WritingKey`]).
+    pub fn writing_key(&self, caller: &Caller) -> Option<WritingKey> {
+        caller.per_request.as_deref().map(|key| WritingKey::new(&self.inner.keys, key))
     }
 
     pub fn proxy(&self) -> &Proxy {

@@ -95,7 +95,9 @@ pub(super) async fn put_item(
             let mut part = upload.single_file(FormFields::Skipped).await?;
             let content_type = part.content_type().map(str::to_owned);
             let author = Some(caller.author_name());
-            let stored = blobs.put_file(&target, &mut part, content_type.as_deref(), &conditions, author).await;
+            let key = state.writing_key(&caller);
+            let stored =
+                blobs.put_file(&target, &mut part, content_type.as_deref(), &conditions, author, key.as_ref()).await;
             stored.map_err(|error| part.error_or(error))
         }
         .await?
@@ -106,7 +108,8 @@ pub(super) async fn put_item(
             .and_then(|value| value.parse::<u64>().ok());
         let body = request.into_body().into_data_stream();
         let policy = state.declaration_policy(&caller);
-        blobs.put_json(&target, body, declared, &conditions, Some(caller.author_name()), &policy).await?
+        let (author, key) = (Some(caller.author_name()), state.writing_key(&caller));
+        blobs.put_json(&target, body, declared, &conditions, author, &policy, key.as_ref()).await?
     };
     let body = Json(item_node(&target.url, target.group(), &committed.meta, true));
     Ok(with_etag(body.into_response(), &committed.meta.etag))

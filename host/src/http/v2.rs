@@ -20,6 +20,7 @@ use crate::access::Permission;
 use crate::auth::Caller;
 use crate::etag::Preconditions;
 use crate::folder_resources::{Deleted, Download, Metadata, Page, Target};
+use crate::folders::Staging;
 use crate::folders::engine::Committed;
 use crate::resource_url::{Intent, ResourceUrl};
 
@@ -155,22 +156,33 @@ pub async fn put(
         return Ok(with_etag(body.into_response(), &etag));
     }
     let mut upload = Upload::new(request, "Expected a multipart/form-data body, one part per file")?;
-    let received = async {
-        let mut staging = engine.stage(&target.node, &target.handler, &conditions).await?;
-        while let Some(mut part) = upload.next_part().await? {
-            let name = part
-                .file_name()
-                .map(str::to_owned)
-                .ok_or_else(|| ApiError::bad_request("Every part needs a filename: the file's path in the resource"))?;
-            staging.add_file(&name, &mut part).await.map_err(|error| part.error_or(error))?;
-        }
-        if staging.file_count() == 0 {
-            return Err(ApiError::bad_request("The upload has no files"));
-        }
-        Ok(engine.commit(staging, &target.handler, &conditions, Some(caller.author_name())).await?)
+    let mut staging = engine.stage(&target.node, &target.handler, &conditions).await?;
+    if let Some(key) = state.writing_key(&caller) {
+        staging.bind_to_key(key);
     }
-    .await;
-    committed_answer(&target, received)
+    // A refused upload leaves nothing: what it staged goes before the answer
+    // (a refused commit discards its own).
+    if let Err(refused) = stage_parts(&mut staging, &mut upload).await {
+        staging.discard().await;
+        return Err(refused);
+    }
+    let received = engine.commit(staging, &target.handler, &conditions, Some(caller.author_name())).await;
+    committed_answer(&target, received.map_err(ApiError::from))
+}
+
+/// Every part of `upload` into `staging`, each part's filename its path.
+async fn stage_parts(staging: &mut Staging, upload: &mut Upload) -> Result<(), ApiError> {
+    while let Some(mut part) = upload.next_part().await? {
+        let name = part
+            .file_name()
+            .map(str::to_owned)
+            .ok_or_else(|| ApiError::bad_request("Every part needs a filename: the file's path in the resource"))?;
+        staging.add_file(&name, &mut part).await.map_err(|error| part.error_or(error))?;
+    }
+    if staging.file_count() == 0 {
+        return Err(ApiError::bad_request("The upload has no files"));
+    }
+    Ok(())
 }
 
 /// `PUT /v2/{g}/{b}/{path}/files/{file}`: one file added or replaced, as a
@@ -202,10 +214,9 @@ async fn put_file(
     let received = async {
         // The path comes from the URL, so the one part may be unnamed.
         let mut part = upload.single_file(FormFields::Counted).await?;
-        let committed = state
-            .folders()
-            .put_file(&target.node, file, &mut part, &target.handler, conditions, Some(caller.author_name()))
-            .await;
+        let (author, key) = (Some(caller.author_name()), state.writing_key(caller));
+        let committed =
+            state.folders().put_file(&target.node, file, &mut part, &target.handler, conditions, author, key).await;
         committed.map_err(|error| part.error_or(error))
     }
     .await;

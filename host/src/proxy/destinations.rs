@@ -116,26 +116,30 @@ fn is_global_v4(address: Ipv4Addr) -> bool {
 }
 
 fn is_global_v6(address: Ipv6Addr) -> bool {
-    let first = address.segments()[0];
+    let [first, second, third, ..] = address.segments();
     !(address.is_loopback()
         || address.is_unspecified()
         || address.is_multicast()
         || (first & 0xfe00) == 0xfc00 // unique local fc00::/7
         || (first & 0xffc0) == 0xfe80 // link-local fe80::/10
         || (first & 0xffc0) == 0xfec0 // site-local (deprecated) fec0::/10
-        || first == 0x2001 && address.segments()[1] == 0x0db8) // documentation
+        || (first == 0x0064 && second == 0xff9b && third == 0x0001) // local-use NAT64 64:ff9b:1::/48 (RFC 8215)
+        || (first == 0x0100 && second == 0 && third == 0 && address.segments()[3] == 0) // discard-only 100::/64
+        || (first == 0x2001 && second == 0) // Teredo 2001::/32: tunnels to an IPv4 address
+        || (first == 0x2001 && second == 0x0db8)) // documentation
 }
 
 /// The IPv4 address inside an IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible
-/// (`::a.b.c.d`) or NAT64 (`64:ff9b::a.b.c.d`) address.
+/// (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`) or 6to4 (`2002:aabb:ccdd::`)
+/// address: the host a connection to it reaches.
 fn embedded_v4(address: Ipv6Addr) -> Option<Ipv4Addr> {
     let segments = address.segments();
-    let tail =
-        || Ipv4Addr::new((segments[6] >> 8) as u8, segments[6] as u8, (segments[7] >> 8) as u8, segments[7] as u8);
+    let v4 = |high: u16, low: u16| Ipv4Addr::new((high >> 8) as u8, high as u8, (low >> 8) as u8, low as u8);
     match segments {
-        [0, 0, 0, 0, 0, 0xffff, ..] => Some(tail()),
-        [0, 0, 0, 0, 0, 0, high, _] if high != 0 => Some(tail()),
-        [0x64, 0xff9b, 0, 0, 0, 0, ..] => Some(tail()),
+        [0, 0, 0, 0, 0, 0xffff, ..] => Some(v4(segments[6], segments[7])),
+        [0, 0, 0, 0, 0, 0, high, _] if high != 0 => Some(v4(segments[6], segments[7])),
+        [0x64, 0xff9b, 0, 0, 0, 0, ..] => Some(v4(segments[6], segments[7])),
+        [0x2002, high, low, ..] => Some(v4(high, low)),
         _ => None,
     }
 }
@@ -199,10 +203,19 @@ mod tests {
             "::ffff:169.254.169.254",
             "::127.0.0.1",
             "64:ff9b::a00:1",
+            "64:ff9b:1::a00:1",
+            "64:ff9b:1:a00:1::",
+            "64:ff9b:1:ffff:ffff::1",
+            "2002:a00:1::1",
+            "2002:7f00:1::",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "100::1",
         ] {
             assert!(!none.admits(ip(refused)), "{refused} must be refused");
         }
-        for admitted in ["8.8.8.8", "1.1.1.1", "100.128.0.1", "172.32.0.1", "2606:4700::1111", "::ffff:8.8.8.8"] {
+        for admitted in
+            ["8.8.8.8", "1.1.1.1", "100.128.0.1", "172.32.0.1", "2606:4700::1111", "::ffff:8.8.8.8", "2002:808:808::1"]
+        {
             assert!(none.admits(ip(admitted)), "{admitted} must be admitted");
         }
     }

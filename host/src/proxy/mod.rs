@@ -123,6 +123,7 @@ pub struct Proxy {
     destinations: Arc<Destinations>,
     max_request_bytes: u64,
     max_attachments: usize,
+    max_definition_bytes: u64,
     read_timeout_ms: u64,
     key_ttl: Duration,
     max_chain_depth: usize,
@@ -234,6 +235,7 @@ impl Proxy {
             destinations,
             max_request_bytes: config.max_request_bytes,
             max_attachments: config.max_attachments,
+            max_definition_bytes: config.max_definition_bytes,
             read_timeout_ms: config.read_timeout_ms,
             key_ttl: Duration::from_secs(keys.ttl_seconds),
             max_chain_depth: keys.max_chain_depth,
@@ -286,6 +288,11 @@ impl Proxy {
 
     pub fn max_request_bytes(&self) -> u64 {
         self.max_request_bytes
+    }
+
+    /// The largest stored application definition a call reads and parses.
+    pub fn max_definition_bytes(&self) -> u64 {
+        self.max_definition_bytes
     }
 
     pub fn key_ttl(&self) -> Duration {

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use super::error::{ApiError, Dialect};
 use super::state::AppState;
 use crate::hosted_skills::{SKILLS_GROUP, Skill, SkillVersion, VERSION_ID_PREFIX, VersionRef, parse_skill_id};
-use upload::ZipLimits;
+use upload::{UploadTerms, ZipLimits};
 
 /// Query parameters (unknown ones are ignored, as the hosted APIs do).
 type Params = HashMap<String, String>;
@@ -148,13 +148,15 @@ fn zip_answer(
     (StatusCode::OK, headers, Body::from_stream(body)).into_response()
 }
 
-/// What a zip upload may be: the skill type's total size plus room for
-/// the archive's own headers, and four entries per file the type allows
-/// plus a thousand (folders, `__MACOSX/` forks).
-fn zip_limits(state: &AppState) -> ZipLimits {
+/// What an upload by `caller` may be: a zip of the skill type's total size
+/// plus room for the archive's own headers, with four entries per file the
+/// type allows plus a thousand (folders, `__MACOSX/` forks); and, for an
+/// application, bound to its per-request key.
+fn upload_terms(state: &AppState, caller: &crate::auth::Caller) -> UploadTerms {
     let limits = state.handlers().get(SKILLS_GROUP).map(|handler| state.folders().limits(&handler));
     let (total, files) = limits.map_or((0, 0), |limits| (limits.max_total_bytes, u64::from(limits.max_files)));
-    ZipLimits { bytes: total.saturating_add(16 << 20), entries: files.saturating_mul(4).saturating_add(1000) }
+    let zip = ZipLimits { bytes: total.saturating_add(16 << 20), entries: files.saturating_mul(4).saturating_add(1000) };
+    UploadTerms { zip, key: state.writing_key(caller) }
 }
 
 /// `name` and `description` of a version, as its SKILL.md says.

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::upload::{Destination, receive};
-use super::{Params, answer, described, limit, skills_page, version_ref, versions_page, zip_answer, zip_limits};
+use super::{Params, answer, described, limit, skills_page, version_ref, versions_page, zip_answer, upload_terms};
 use crate::access::Permission;
 use crate::auth::Caller;
 use crate::folders::Becomes;
@@ -140,7 +140,7 @@ pub async fn create(State(state): State<AppState>, caller: Result<Caller, ApiErr
     let created = async {
         let caller = caller?;
         let skills = state.hosted_skills();
-        let received = receive(&skills, &caller, request, Destination::NewSkill, zip_limits(&state)).await?;
+        let received = receive(&skills, &caller, request, Destination::NewSkill, upload_terms(&state, &caller)).await?;
         let (skill, _) = skills.finish(&caller, received.upload, Becomes::Current).await?;
         Ok(Json(skill_object(&skill)).into_response())
     };
@@ -267,7 +267,7 @@ pub async fn create_version(
         let caller = caller?;
         let skills = state.hosted_skills();
         let skill = skills.find(&caller, &id, Permission::Write).await?;
-        let received = receive(&skills, &caller, request, Destination::Version(&skill), zip_limits(&state)).await?;
+        let received = receive(&skills, &caller, request, Destination::Version(&skill), upload_terms(&state, &caller)).await?;
         let becomes = match received.field("default") {
             None | Some("false") => Becomes::Retained,
             Some("true") => Becomes::Current,

@@ -3,9 +3,11 @@
 //! holding that folder; text fields beside them (`display_name`,
 //! `display_title`, `default`). Files stream into the engine's staging as
 //! they arrive; a zip is spooled to a temporary file (bounded by the type's
-//! total size) and read entry by entry on a blocking thread.
+//! total size), its central directory read and every entry's name and size
+//! checked against the type before anything is inflated, then read entry by
+//! entry on a blocking thread. A refused upload leaves nothing in the store.
 
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, Write};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -14,7 +16,9 @@ use tokio::sync::mpsc;
 use super::super::error::ApiError;
 use super::super::multipart::{Part, Upload as Multipart};
 use crate::auth::Caller;
+use crate::folders::unzip::{self, ZipDirectory, ZipError};
 use crate::hosted_skills::{HostedSkills, Skill, Upload};
+use crate::keys::WritingKey;
 
 /// A text field is at most this long (`display_name` is ≤ 255 characters).
 const MAX_FIELD_BYTES: usize = 4096;
@@ -45,28 +49,57 @@ impl Received {
 }
 
 /// What a zip upload may be: the bytes spooled, and the entries its
-/// central directory may declare (read into memory whole by the zip
-/// reader, so bounded before it runs).
+/// central directory may declare (files, folders and `__MACOSX/` forks;
+/// judged from its end record before the directory is read).
 #[derive(Debug, Clone, Copy)]
 pub struct ZipLimits {
     pub bytes: u64,
     pub entries: u64,
 }
 
-/// Reads the multipart `request` into a staged upload.
+/// The bounds of one upload: its zip's, and the per-request key it came
+/// with (the upload commits only while the key lives).
+pub struct UploadTerms {
+    pub zip: ZipLimits,
+    pub key: Option<WritingKey>,
+}
+
+/// Reads the multipart `request` into a staged upload. A refused one
+/// leaves nothing behind: what it staged is deleted before the answer.
 pub async fn receive(
     skills: &HostedSkills<'_>,
     caller: &Caller,
     request: axum::extract::Request,
     destination: Destination<'_>,
-    zip_limits: ZipLimits,
+    terms: UploadTerms,
 ) -> Result<Received, ApiError> {
+    let mut receiver = Receiver { skills, caller, destination: &destination, key: terms.key, started: None };
+    let mut fields = Vec::new();
+    let received = receive_into(&mut receiver, &mut fields, request, terms.zip).await;
+    match (received, receiver.started) {
+        (Ok(()), Some((_, upload))) => Ok(Received { upload, fields }),
+        (Ok(()), None) => Err(ApiError::bad_request(
+            "The upload has no files: send the skill's folder as files[] parts (paths like my-skill/SKILL.md) or one zip",
+        )),
+        (Err(error), started) => {
+            if let Some((_, upload)) = started {
+                upload.staging.discard().await;
+            }
+            Err(error)
+        }
+    }
+}
+
+async fn receive_into(
+    receiver: &mut Receiver<'_, '_>,
+    fields: &mut Vec<(String, String)>,
+    request: axum::extract::Request,
+    zip_limits: ZipLimits,
+) -> Result<(), ApiError> {
     let mut multipart = Multipart::new(
         request,
         "Expected a multipart/form-data body: files[] parts with paths under one top-level folder, or one zip",
     )?;
-    let mut fields = Vec::new();
-    let mut receiver = Receiver { skills, caller, destination: &destination, started: None };
     let mut zipped = false;
     while let Some(mut part) = multipart.next_part().await? {
         let Some(file_name) = part.file_name().map(unescape_filename) else {
@@ -82,20 +115,17 @@ pub async fn receive(
         }
         if is_zip(&part, &file_name) {
             let spooled = spool(&mut part, zip_limits.bytes).await?;
-            from_zip(&mut receiver, spooled, zip_limits.entries).await?;
+            from_zip(receiver, spooled, zip_limits.entries).await?;
             zipped = true;
             continue;
         }
         let (upload, path) = receiver.file(&file_name).await?;
         upload.staging.add_file(path, &mut part).await.map_err(|error| part.error_or(error))?;
     }
-    match receiver.started {
-        Some((_, upload)) => Ok(Received { upload, fields }),
-        None if zipped => Err(ApiError::bad_request("The zip holds no files: it must hold the skill's folder")),
-        None => Err(ApiError::bad_request(
-            "The upload has no files: send the skill's folder as files[] parts (paths like my-skill/SKILL.md) or one zip",
-        )),
+    if zipped && receiver.started.is_none() {
+        return Err(ApiError::bad_request("The zip holds no files: it must hold the skill's folder"));
     }
+    Ok(())
 }
 
 /// The upload as its files arrive: started by the first file, whose top
@@ -104,6 +134,7 @@ struct Receiver<'r, 's> {
     skills: &'r HostedSkills<'s>,
     caller: &'r Caller,
     destination: &'r Destination<'r>,
+    key: Option<WritingKey>,
     started: Option<(String, Upload)>,
 }
 
@@ -114,7 +145,10 @@ impl Receiver<'_, '_> {
         let (first, upload) = match &mut self.started {
             Some(started) => started,
             started @ None => {
-                let upload = start(self.skills, self.caller, self.destination, top).await?;
+                let mut upload = start(self.skills, self.caller, self.destination, top).await?;
+                if let Some(key) = self.key.take() {
+                    upload.staging.bind_to_key(key);
+                }
                 started.insert((top.to_string(), upload))
             }
         };
@@ -219,128 +253,113 @@ fn spool_failed(error: std::io::Error) -> ApiError {
     ApiError::new(axum::http::StatusCode::INSUFFICIENT_STORAGE, "The upload could not be spooled; retry")
 }
 
-/// What the zip reader sends: a file starts, its bytes, or a refusal.
-enum Entry {
-    File(String),
+/// What the zip reader sends: an entry's bytes, or why reading stopped.
+enum Inflated {
     Chunk(Bytes),
     Refused(String),
 }
 
-/// Stages every file of a spooled zip: entries are read on a blocking
-/// thread and handed over chunk by chunk (at most [`ZIP_CHUNKS_IN_FLIGHT`]
-/// of [`ZIP_CHUNK`] bytes), so memory stays bounded whatever the archive
-/// holds; the staging's limits stop a zip bomb as its bytes arrive.
+/// Stages every file of a spooled zip. Its central directory comes first
+/// (on a blocking thread): every entry's name, the one top folder, the
+/// count and the declared sizes are checked against the type before a byte
+/// is inflated. Then the entries are inflated in turn on a blocking thread
+/// and handed over chunk by chunk (at most [`ZIP_CHUNKS_IN_FLIGHT`] of
+/// [`ZIP_CHUNK`] bytes), each stopped at the size it declared.
 async fn from_zip(receiver: &mut Receiver<'_, '_>, file: std::fs::File, max_entries: u64) -> Result<(), ApiError> {
-    let (sender, mut entries) = mpsc::channel(ZIP_CHUNKS_IN_FLIGHT);
-    let reader = tokio::task::spawn_blocking(move || read_zip(file, max_entries, &sender));
-    let mut next = entries.recv().await;
-    while let Some(entry) = next.take() {
-        let name = match entry {
-            Entry::File(name) => name,
-            Entry::Refused(message) => return Err(ApiError::bad_request(message)),
-            Entry::Chunk(_) => unreachable!("chunks follow their file"),
-        };
-        let (upload, path) = receiver.file(&name).await?;
-        // The file's bytes: chunks until the next file (kept for the loop).
-        let body = futures_util::stream::unfold((&mut entries, &mut next), |(entries, next)| async move {
-            match entries.recv().await {
-                Some(Entry::Chunk(bytes)) => Some((Ok::<Bytes, String>(bytes), (entries, next))),
-                other => {
-                    *next = other;
-                    None
-                }
+    let (file, directory) = blocking(move || {
+        let mut file = file;
+        unzip::read_directory(&mut file, max_entries).map(|directory| (file, directory))
+    })
+    .await?;
+    let Some(first) = directory.files.first() else { return Ok(()) };
+    let first = first.name.clone();
+    let mut plan = Vec::with_capacity(directory.files.len());
+    for entry in &directory.files {
+        let (top, path) = split_path(&entry.name)?;
+        if top != split_path(&first)?.0 {
+            return Err(two_folders(split_path(&first)?.0, top));
+        }
+        plan.push((path, entry.size));
+    }
+    let (upload, _) = receiver.file(&first).await?;
+    upload.staging.check_plan(plan.iter().map(|(path, size)| (*path, *size)))?;
+    inflate(upload, file, directory).await
+}
+
+/// Runs a zip read on the blocking pool, its refusal a 400.
+async fn blocking<T: Send + 'static>(
+    read: impl FnOnce() -> Result<T, ZipError> + Send + 'static,
+) -> Result<T, ApiError> {
+    match tokio::task::spawn_blocking(read).await {
+        Ok(Ok(read)) => Ok(read),
+        Ok(Err(ZipError::Io(error))) => Err(spool_failed(error)),
+        Ok(Err(refused)) => Err(ApiError::bad_request(refused.to_string())),
+        Err(error) => Err(ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, error.to_string())),
+    }
+}
+
+/// Inflates every file of `directory` into the staging, in order.
+async fn inflate(upload: &mut Upload, file: std::fs::File, directory: ZipDirectory) -> Result<(), ApiError> {
+    let paths: Vec<String> = directory.files.iter().map(|entry| split_path(&entry.name).map(|(_, p)| p.to_owned())).collect::<Result<_, _>>()?;
+    let (sender, mut chunks) = mpsc::channel(ZIP_CHUNKS_IN_FLIGHT);
+    let reader = tokio::task::spawn_blocking(move || read_entries(file, &directory, &sender));
+    for path in &paths {
+        // One file's chunks: until the reader sends an empty one.
+        let body = futures_util::stream::unfold(&mut chunks, |chunks| async move {
+            match chunks.recv().await {
+                Some(Some(Inflated::Chunk(bytes))) => Some((Ok::<Bytes, String>(bytes), chunks)),
+                Some(Some(Inflated::Refused(why))) => Some((Err(why), chunks)),
+                Some(None) | None => None,
             }
         });
-        upload.staging.add_file(path, Box::pin(body)).await?;
-        if let Some(Entry::Refused(message)) = &next {
-            return Err(ApiError::bad_request(message.clone()));
-        }
+        upload.staging.add_file(path, Box::pin(body)).await.map_err(zip_refusal)?;
     }
-    drop(entries);
+    drop(chunks);
     let _ = reader.await;
     Ok(())
 }
 
-/// The blocking side of [`from_zip`]: folder entries and macOS's
-/// `__MACOSX/` resource forks are skipped; a send that fails means the
-/// upload was refused, so reading stops.
-fn read_zip(mut file: std::fs::File, max_entries: u64, sender: &mpsc::Sender<Entry>) {
-    let refuse = |message: String| {
-        let _ = sender.blocking_send(Entry::Refused(message));
-    };
-    match declared_entries(&mut file) {
-        Ok(Some(entries)) if entries > max_entries => {
-            return refuse(format!("The zip has {entries} entries; a skill's zip may have at most {max_entries}"));
+/// A staging error while inflating: an entry the reader refused is named
+/// as the reader said (not as a failed read of the upload).
+fn zip_refusal(error: crate::folders::FolderError) -> ApiError {
+    match error {
+        crate::folders::FolderError::BadRequest(message) => {
+            ApiError::bad_request(message.strip_prefix("Failed to read the upload: ").unwrap_or(&message).to_string())
         }
-        Ok(_) => {}
-        Err(error) => return refuse(format!("The upload is not a readable zip: {error}")),
-    }
-    let mut archive = match zip::ZipArchive::new(file) {
-        Ok(archive) => archive,
-        Err(error) => return refuse(format!("The upload is not a readable zip: {error}")),
-    };
-    for index in 0..archive.len() {
-        let mut entry = match archive.by_index(index) {
-            Ok(entry) => entry,
-            Err(error) => return refuse(format!("The zip's entry {index} cannot be read: {error}")),
-        };
-        let name = match entry.name() {
-            Ok(name) => name.to_string(),
-            Err(error) => return refuse(format!("The zip's entry {index} has a name that cannot be read: {error}")),
-        };
-        if entry.is_dir() || name.starts_with("__MACOSX/") {
-            continue;
-        }
-        if sender.blocking_send(Entry::File(name.clone())).is_err() {
-            return;
-        }
-        let mut buffer = vec![0; ZIP_CHUNK];
-        loop {
-            match entry.read(&mut buffer) {
-                Ok(0) => break,
-                Ok(read) => {
-                    if sender.blocking_send(Entry::Chunk(Bytes::copy_from_slice(&buffer[..read]))).is_err() {
-                        return;
-                    }
-                }
-                Err(error) => return refuse(format!("The zip's entry {name:?} cannot be read: {error}")),
-            }
-        }
+        error => error.into(),
     }
 }
 
-/// The number of entries a zip's end-of-central-directory record declares
-/// (the zip64 record's when the classic one says 0xFFFF); `None` when
-/// there is no such record (the zip reader then refuses the file). Read
-/// before the zip reader, which holds the whole central directory in memory.
-fn declared_entries(file: &mut std::fs::File) -> std::io::Result<Option<u64>> {
-    const EOCD: &[u8] = b"PK\x05\x06";
-    const ZIP64_LOCATOR: &[u8] = b"PK\x06\x07";
-    const ZIP64_EOCD: &[u8] = b"PK\x06\x06";
-    let length = file.metadata()?.len();
-    // The record (22 bytes) ends the file, after a comment of at most 64 KiB.
-    let tail_length = length.min(22 + 0xFFFF + 20);
-    file.seek(SeekFrom::Start(length - tail_length))?;
-    let mut tail = vec![0; tail_length as usize];
-    file.read_exact(&mut tail)?;
-    let Some(at) = tail.windows(4).rposition(|window| window == EOCD).filter(|at| at + 22 <= tail.len()) else {
-        return Ok(None);
-    };
-    let entries = u16::from_le_bytes([tail[at + 10], tail[at + 11]]);
-    if entries != 0xFFFF {
-        return Ok(Some(u64::from(entries)));
+/// The blocking side of [`inflate`]: each entry's bytes, then `None`; a
+/// send that fails means the upload was refused, so reading stops.
+fn read_entries(mut file: std::fs::File, directory: &ZipDirectory, sender: &mpsc::Sender<Option<Inflated>>) {
+    for entry in &directory.files {
+        let mut reader = match unzip::read_entry(&mut file, entry) {
+            Ok(reader) => reader,
+            Err(error) => {
+                let _ = sender.blocking_send(Some(Inflated::Refused(error.to_string())));
+                return;
+            }
+        };
+        let mut buffer = vec![0; ZIP_CHUNK];
+        loop {
+            let sent = match reader.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(read) => sender.blocking_send(Some(Inflated::Chunk(Bytes::copy_from_slice(&buffer[..read])))),
+                Err(error) => {
+                    let why = format!("The zip's entry {:?} {error}", entry.name);
+                    let _ = sender.blocking_send(Some(Inflated::Refused(why)));
+                    return;
+                }
+            };
+            if sent.is_err() {
+                return;
+            }
+        }
+        if sender.blocking_send(None).is_err() {
+            return;
+        }
     }
-    if at < 20 || &tail[at - 20..at - 16] != ZIP64_LOCATOR {
-        return Ok(None);
-    }
-    let offset = u64::from_le_bytes(tail[at - 12..at - 4].try_into().expect("eight bytes"));
-    let mut record = [0; 40];
-    file.seek(SeekFrom::Start(offset))?;
-    file.read_exact(&mut record)?;
-    if &record[..4] != ZIP64_EOCD {
-        return Ok(None);
-    }
-    Ok(Some(u64::from_le_bytes(record[32..40].try_into().expect("eight bytes"))))
 }
 
 #[cfg(test)]
@@ -356,40 +375,6 @@ mod tests {
             assert_eq!(error.status, axum::http::StatusCode::BAD_REQUEST, "{bad}");
         }
         assert!(split_path("a\\SKILL.md").unwrap_err().message.contains("invalid characters"));
-    }
-
-    fn zip_of(entries: usize) -> std::fs::File {
-        let mut file = tempfile::tempfile().unwrap();
-        let mut zip = zip::ZipWriter::new(&mut file);
-        for n in 0..entries {
-            zip.start_file(format!("s/{n}.md"), zip::write::SimpleFileOptions::default()).unwrap();
-            zip.write_all(b"x").unwrap();
-        }
-        zip.set_comment("a comment after the directory").unwrap();
-        zip.finish().unwrap();
-        file.rewind().unwrap();
-        file
-    }
-
-    #[test]
-    fn the_declared_entries_are_read_before_the_central_directory() {
-        assert_eq!(declared_entries(&mut zip_of(7)).unwrap(), Some(7));
-        let mut junk = tempfile::tempfile().unwrap();
-        junk.write_all(&[7; 100]).unwrap();
-        assert_eq!(declared_entries(&mut junk).unwrap(), None);
-    }
-
-    #[test]
-    fn a_zip_declaring_more_entries_than_allowed_is_refused_before_it_is_read() {
-        let (sender, mut received) = mpsc::channel(4);
-        std::thread::spawn(move || read_zip(zip_of(6), 5, &sender)).join().unwrap();
-        match received.blocking_recv() {
-            Some(Entry::Refused(message)) => assert!(message.contains("6 entries") && message.contains("at most 5")),
-            _ => panic!("the zip was read"),
-        }
-        let (sender, mut received) = mpsc::channel(64);
-        std::thread::spawn(move || read_zip(zip_of(5), 5, &sender)).join().unwrap();
-        assert!(matches!(received.blocking_recv(), Some(Entry::File(name)) if name == "s/0.md"));
     }
 
     #[test]

@@ -1,0 +1,119 @@
+//! Stored application definitions as calls read them: parsed once per
+//! etag, kept within a byte bound, loaded once for concurrent callers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::Application;
+
+/// Stored definitions already parsed, by URL, each with the etag it was
+/// parsed at: a call reads the definition only when it changed (a
+/// conditional read), so many calls to an application with a large
+/// definition do not each parse it. Bounded by an estimate of the bytes
+/// the parsed definitions hold (least recently used go first); a missing
+/// or changed definition is loaded by one caller at a time per URL
+/// ([`StoredDefinitions::loading`]) and by a few at once in all, so
+/// concurrent first calls read and parse it once.
+pub struct StoredDefinitions {
+    parsed: Mutex<Parsed>,
+    max_bytes: usize,
+    /// One loader per URL: the others wait, then find what it parsed.
+    loaders: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Definitions being read and parsed at once, in all.
+    loads: Arc<tokio::sync::Semaphore>,
+}
+
+struct Parsed {
+    lru: hashlink::LruCache<String, ParsedEntry>,
+    bytes: usize,
+}
+
+struct ParsedEntry {
+    etag: String,
+    application: Arc<Application>,
+    bytes: usize,
+}
+
+/// Definitions read and parsed at once, across all URLs.
+const LOADS_AT_ONCE: usize = 4;
+
+impl Default for StoredDefinitions {
+    fn default() -> Self {
+        Self::new(64 << 20)
+    }
+}
+
+impl StoredDefinitions {
+    /// Keeps parsed definitions up to an estimated `max_bytes`.
+    pub fn new(max_bytes: usize) -> Self {
+        Self {
+            parsed: Mutex::new(Parsed { lru: hashlink::LruCache::new_unbounded(), bytes: 0 }),
+            max_bytes,
+            loaders: Mutex::default(),
+            loads: Arc::new(tokio::sync::Semaphore::new(LOADS_AT_ONCE)),
+        }
+    }
+
+    /// The etag and definition last parsed for `url`.
+    pub fn get(&self, url: &str) -> Option<(String, Arc<Application>)> {
+        let mut parsed = self.parsed.lock().unwrap_or_else(PoisonError::into_inner);
+        parsed.lru.get(url).map(|entry| (entry.etag.clone(), entry.application.clone()))
+    }
+
+    /// Keeps `application`, parsed from `definition_bytes` of JSON at `etag`.
+    pub fn insert(&self, url: String, etag: String, application: Arc<Application>, definition_bytes: usize) {
+        // The parsed tree holds about what the JSON did, twice over at most.
+        let bytes = definition_bytes.saturating_mul(2) + url.len() + etag.len() + 256;
+        if bytes > self.max_bytes {
+            return;
+        }
+        let mut parsed = self.parsed.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(replaced) = parsed.lru.insert(url, ParsedEntry { etag, application, bytes }) {
+            parsed.bytes -= replaced.bytes;
+        }
+        parsed.bytes += bytes;
+        while parsed.bytes > self.max_bytes {
+            let Some((_, evicted)) = parsed.lru.remove_lru() else { break };
+            parsed.bytes -= evicted.bytes;
+        }
+    }
+
+    /// The estimated bytes kept now, and the definitions.
+    pub fn size(&self) -> (usize, usize) {
+        let parsed = self.parsed.lock().unwrap_or_else(PoisonError::into_inner);
+        (parsed.bytes, parsed.lru.len())
+    }
+
+    /// Waits until this caller may load `url`: no other is loading it, and
+    /// fewer than [`LOADS_AT_ONCE`] loads run. Held while reading and
+    /// parsing; whoever waited looks at [`StoredDefinitions::get`] again.
+    pub async fn loading(&self, url: &str) -> Loading<'_> {
+        let mutex = {
+            let mut loaders = self.loaders.lock().unwrap_or_else(PoisonError::into_inner);
+            loaders.entry(url.to_string()).or_default().clone()
+        };
+        let turn = mutex.clone().lock_owned().await;
+        let permit = self.loads.clone().acquire_owned().await.expect("the semaphore is never closed");
+        Loading { definitions: self, url: url.to_string(), mutex, _turn: turn, _permit: permit }
+    }
+}
+
+/// A caller's turn to load one definition ([`StoredDefinitions::loading`]).
+pub struct Loading<'d> {
+    definitions: &'d StoredDefinitions,
+    url: String,
+    mutex: Arc<tokio::sync::Mutex<()>>,
+    _turn: tokio::sync::OwnedMutexGuard<()>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Drop for Loading<'_> {
+    fn drop(&mut self) {
+        // The last one out removes the URL's loader (the map's and this one
+        // are then the only references).
+        let mut loaders = self.definitions.loaders.lock().unwrap_or_else(PoisonError::into_inner);
+        if Arc::strong_count(&self.mutex) <= 3 && loaders.get(&self.url).is_some_and(|m| Arc::ptr_eq(m, &self.mutex)) {
+            loaders.remove(&self.url);
+        }
+    }
+}
