@@ -1161,7 +1161,15 @@ impl Policy {
         let content = Bytes::from(format!("edit {n}"));
         let start = Instant::now();
         self.engine
-            .put_file(&self.target, "notes/edit.md", one_chunk(&content), handler, &Preconditions::default(), None, None)
+            .put_file(
+                &self.target,
+                "notes/edit.md",
+                one_chunk(&content),
+                handler,
+                &Preconditions::default(),
+                None,
+                None,
+            )
             .await
             .unwrap();
         start.elapsed()

@@ -279,8 +279,8 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
             config.folders.clone(),
             config.handlers.types.clone(),
         )
-            .with_path_limits(PathLimits::for_url(&config.storage_url()))
-            .with_listings(&config.listings, crate::backends::lists_in_key_order(&config.storage_url())),
+        .with_path_limits(PathLimits::for_url(&config.storage_url()))
+        .with_listings(&config.listings, crate::backends::lists_in_key_order(&config.storage_url())),
     );
     if let Some(moved) = folders.migrate_layout().await.context("moving the store to the indexed layout")? {
         tracing::info!(

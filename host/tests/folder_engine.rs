@@ -763,7 +763,9 @@ async fn a_single_file_upload_holds_no_lock_while_its_body_arrives() {
         let (engine, handler, target) = (engine.clone(), handler.clone(), target.clone());
         async move {
             let body = held_body(b"first part, ", rest);
-            engine.put_file(&target, "docs/slow.md", body.boxed(), &handler, &Preconditions::default(), None, None).await
+            engine
+                .put_file(&target, "docs/slow.md", body.boxed(), &handler, &Preconditions::default(), None, None)
+                .await
         }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -798,7 +800,10 @@ async fn concurrent_single_file_changes_both_land() {
         }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    engine.put_file(&target, "docs/new.md", body(b"fast"), &handler, &Preconditions::default(), None, None).await.unwrap();
+    engine
+        .put_file(&target, "docs/new.md", body(b"fast"), &handler, &Preconditions::default(), None, None)
+        .await
+        .unwrap();
     engine.delete_file(&target, "docs/b.md", &handler, &Preconditions::default(), None).await.unwrap();
     send_rest.send(b"edit".to_vec()).unwrap();
     slow.await.unwrap().unwrap();

@@ -4,11 +4,11 @@
 //! hop against the originating user's own reach, and the audit trail. Real
 //! mock applications call back into the host with the key they received.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use crate::support::{Client, JwtUser as User, Reply, Server, Setup};
+use crate::support::{Client, JwtUser as User, Reply, Server, Setup, files_below};
 use crate::upstream::{McpServer, MockApp, run_client_async};
 
 const HS_SECRET: &str = "dependencies-secret";
@@ -209,20 +209,6 @@ fn refusal(result: &Value) -> (u64, String) {
         result["status"].as_u64().unwrap_or_else(|| panic!("the call was not refused: {result}")),
         result["body"].to_string(),
     )
-}
-
-/// Every file below `dir` (recursively).
-fn files_below(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(files_below(&path));
-        } else {
-            found.push(path);
-        }
-    }
-    found
 }
 
 /// S4/S5: with admin consent, a required WRITE dependency opens exactly its

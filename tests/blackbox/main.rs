@@ -1,10 +1,12 @@
 //! Black-box tests: the real `dial-host` binary, real HTTP.
 
+mod app_bounds;
 mod auth;
 mod backends;
 mod cli;
 mod cluster;
 mod connections;
+mod consent_audit;
 mod console;
 mod dependencies;
 mod deployments;
@@ -34,6 +36,7 @@ mod sharing;
 mod skills_api;
 mod startup;
 mod support;
+mod uploads;
 mod upstream;
 mod v1;
 mod v2;

@@ -5,31 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{Client, Server, Setup};
+use crate::support::{Client, Server, Setup, files_below, sample, scrape};
 use crate::upstream::{MockApp, run_client_async};
 
 const OWNER: &str = "metrics-owner-key";
-
-/// The value of the sample `name{…}` whose labels include all of `labels`
-/// (0 when there is none yet).
-fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    text.lines()
-        .filter(|line| !line.starts_with('#'))
-        .filter_map(|line| {
-            let (series, value) = line.rsplit_once(' ')?;
-            let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
-            (metric == name && labels.iter().all(|(k, v)| rest.contains(&format!("{k}=\"{v}\""))))
-                .then(|| value.parse::<f64>().ok())?
-        })
-        .sum()
-}
-
-async fn scrape(client: &Client) -> String {
-    let reply = client.get("/metrics", &[]).await;
-    assert_eq!(reply.status, 200, "no credentials needed: {}", reply.body);
-    assert!(reply.headers["content-type"].to_str().unwrap().starts_with("text/plain"));
-    reply.body
-}
 
 fn skill_md(description: &str) -> Vec<u8> {
     format!("---\nname: s\ndescription: {description}\n---\n# s\n").into_bytes()
@@ -125,20 +104,6 @@ async fn metrics_move_with_the_traffic_and_name_no_resource() {
         assert!(Instant::now() < deadline, "no sweep deleted anything within 20 s:\n{text}");
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-}
-
-/// Every file below `dir`, recursively.
-fn files_below(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(files_below(&path));
-        } else {
-            found.push(path);
-        }
-    }
-    found
 }
 
 /// Deleted resources cost nothing once their grace period is over (issue

@@ -178,13 +178,20 @@ async fn stored_applications_cannot_reach_internal_addresses() {
         ("by-name", json!({"endpoint": format!("http://localhost:{port}/chat/completions")})),
         ("mapped", json!({"endpoint": format!("http://[::ffff:127.0.0.1]:{port}/chat/completions")})),
         ("metadata", json!({"endpoint": "http://169.254.169.254/latest/meta-data"})),
+        // Issue 38: NAT64's local-use prefix, 6to4 and Teredo reach IPv4 hosts too.
+        ("nat64-local", json!({"endpoint": format!("http://[64:ff9b:1::7f00:1]:{port}/chat/completions")})),
+        ("six-to-four", json!({"endpoint": format!("http://[2002:7f00:1::1]:{port}/chat/completions")})),
+        (
+            "teredo",
+            json!({"endpoint": format!("http://[2001:0:4136:e378:8000:63bf:80ff:fffe]:{port}/chat/completions")}),
+        ),
         ("tools", json!({"mcp": {"endpoint": format!("http://127.0.0.1:{port}/mcp")}})),
     ];
     for (name, definition) in &targets {
         let url = format!("/v1/applications/{}/{name}", f.alice.bucket);
         assert_eq!(f.client().put_body(&url, &alice, definition.to_string().as_bytes()).await.status, 200);
     }
-    for (name, _) in &targets[..4] {
+    for (name, _) in &targets[..targets.len() - 1] {
         let id = format!("applications/{}/{name}", f.alice.bucket);
         let reply = f.chat(&alice, &id, "appdata", json!({})).await;
         assert_eq!(reply.status, 502, "{name}: {}", reply.body);

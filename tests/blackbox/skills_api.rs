@@ -492,3 +492,42 @@ async fn a_moved_skill_keeps_its_display_name() {
     assert_eq!(data[0]["display_name"], "A Label");
     assert_ne!(data[0]["id"], created.json()["id"], "a move gives a new id");
 }
+
+/// Issue 38, item 7: OpenAI's `default_version` makes a retained version
+/// current only if the type accepts it today, as a restore of it would: once
+/// the operator made skills strict, a version with a warning stays retained
+/// (400 naming the problem) instead of serving again.
+#[tokio::test]
+async fn a_default_version_the_type_refuses_now_is_not_made_current() {
+    let setup = Setup::new();
+    let base =
+        format!("[encryption]\nsecret = \"s\"\n[keys.{PROJECT_KEY}]\nproject = \"skills-team\"\nroles = [\"user\"]\n");
+    let server = setup.start(Some(&setup.config(&base)), &[]);
+    let client = server.client();
+    let post = |path: String, files: Vec<(&'static str, &'static str, Vec<u8>)>| {
+        let client = client.clone();
+        async move {
+            let (content_type, body) = multipart(&[], &files);
+            let headers = [KEY[0], ("Content-Type", content_type.as_str())];
+            client.send_raw("POST", &path, &headers, vec![body.into()]).await
+        }
+    };
+    let loose = b"---\nname: loose\ndescription: First.\nextra-key: kept as a warning\n---\n# loose\n".to_vec();
+    let created = post("/openai/v1/skills".into(), vec![("files[]", "loose/SKILL.md", loose)]).await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    let id = text(&created.json()["id"]).to_string();
+    let clean = skill_md("loose", "Second.");
+    let second = post(format!("/openai/v1/skills/{id}/versions"), vec![("files[]", "loose/SKILL.md", clean)]).await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    drop(server);
+
+    let strict = setup.config(&format!("{base}[handlers.types.skills]\nstrict = true\n"));
+    let server = setup.start(Some(&strict), &[]);
+    let client = server.client();
+    let headers = [KEY[0], ("Content-Type", "application/json")];
+    let update = client.post(&format!("/openai/v1/skills/{id}"), &headers, r#"{"default_version": "1"}"#).await;
+    assert_eq!(update.status, 400, "a version the type refuses now became current: {}", update.body);
+    assert!(update.body.contains("extra-key"), "the problem is named: {}", update.body);
+    let skill = client.get(&format!("/openai/v1/skills/{id}"), &KEY).await.json();
+    assert_eq!(skill["default_version"], "2", "{skill}");
+}

@@ -399,6 +399,50 @@ impl JwtUser {
     }
 }
 
+/// Every file below `dir`, recursively.
+pub fn files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_below(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// The value of the sample `name{…}` whose labels include all of `labels`
+/// (0 when there is none yet).
+pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
+            (metric == name && labels.iter().all(|(k, v)| rest.contains(&format!("{k}=\"{v}\""))))
+                .then(|| value.parse::<f64>().ok())?
+        })
+        .sum()
+}
+
+/// `GET /metrics` (no credentials needed).
+pub async fn scrape(client: &Client) -> String {
+    let reply = client.get("/metrics", &[]).await;
+    assert_eq!(reply.status, 200, "no credentials needed: {}", reply.body);
+    assert!(reply.headers["content-type"].to_str().unwrap().starts_with("text/plain"));
+    reply.body
+}
+
+/// The store operations `/metrics` counted so far, of the given kinds.
+pub fn store_operations(text: &str, operations: &[&str]) -> f64 {
+    operations
+        .iter()
+        .map(|operation| sample(text, "dial_host_store_operations_total", &[("operation", operation)]))
+        .sum()
+}
+
 /// The MD5 of `bytes` in hex: a file's etag (content-derived, as DIAL's).
 pub fn md5_hex(bytes: &[u8]) -> String {
     use md5::Digest;

@@ -209,6 +209,10 @@ impl AccessService {
                 };
                 let url = resource.url.to_string();
                 reached = self.sharing.granted_in(&shares, &caller.user_location(), &url);
+                // A request naming many owners keeps a few of their documents, not all.
+                if state.shares.len() >= KEPT_OWNER_DOCUMENTS {
+                    state.shares.clear();
+                }
                 state.shares.insert(resource.location.clone(), shares);
             }
             BucketLocation::Review { .. } => {}
@@ -225,6 +229,9 @@ impl AccessService {
         Ok(granted)
     }
 }
+
+/// Owners' sharing documents one [`StateRead`] keeps at most.
+const KEPT_OWNER_DOCUMENTS: usize = 16;
 
 /// The access state one decision has read so far (see
 /// [`AccessService::permissions_within`]). Short-lived by design: a new

@@ -76,6 +76,7 @@ impl StoredDefinitions {
             let Some((_, evicted)) = parsed.lru.remove_lru() else { break };
             parsed.bytes -= evicted.bytes;
         }
+        crate::metrics::definition_cache(parsed.bytes);
     }
 
     /// The estimated bytes kept now, and the definitions.

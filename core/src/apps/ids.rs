@@ -141,7 +141,8 @@ pub async fn migrate_app_ids(
     }
     for (legacy, new) in &renames {
         let keys = Path::from("Keys");
-        migration.objects_moved += move_prefix(store, &keys.clone().join(legacy.as_str()), &keys.clone().join(new.as_str())).await?;
+        migration.objects_moved +=
+            move_prefix(store, &keys.clone().join(legacy.as_str()), &keys.clone().join(new.as_str())).await?;
     }
     let document = IdsDocument { app_ids: IDS_VERSION, migrated_at: now_ms() };
     let json = serde_json::to_vec(&document).expect("an ids document serializes");
@@ -163,7 +164,9 @@ async fn ids_are_current(store: &Arc<dyn ObjectStore>) -> Result<bool, IdMigrati
 /// Every bucket's root in the store (users', keys' and `public`), with its location.
 async fn bucket_roots(store: &Arc<dyn ObjectStore>) -> Result<Vec<(Path, BucketLocation)>, IdMigrationError> {
     let mut roots = vec![(Path::from("public"), BucketLocation::Public)];
-    for (kind, location) in [("Users", BucketLocation::User as fn(String) -> BucketLocation), ("Keys", BucketLocation::Key)] {
+    for (kind, location) in
+        [("Users", BucketLocation::User as fn(String) -> BucketLocation), ("Keys", BucketLocation::Key)]
+    {
         let listed = store.list_with_delimiter(Some(&Path::from(kind))).await?;
         for root in listed.common_prefixes {
             let Some(name) = root.parts().last() else { continue };
@@ -207,7 +210,8 @@ fn renames(pairs: impl Iterator<Item = (String, String)>) -> (HashMap<String, St
             })
             .or_insert(Some(new));
     }
-    let mut ambiguous: Vec<String> = claimed.iter().filter(|(_, new)| new.is_none()).map(|(old, _)| old.clone()).collect();
+    let mut ambiguous: Vec<String> =
+        claimed.iter().filter(|(_, new)| new.is_none()).map(|(old, _)| old.clone()).collect();
     ambiguous.sort();
     for old in &ambiguous {
         tracing::error!(id = old, "two stored applications had this id: their data is left under it");
@@ -339,18 +343,17 @@ mod tests {
             store.list(None).map_ok(|meta| meta.location.to_string()).try_collect().await.unwrap();
         listed.sort();
         let new = encoded(&new);
-        assert_eq!(
-            listed,
-            [
-                IDS_DOCUMENT.to_string(),
-                format!("Keys/{new}/files/notes/a.txt"),
-                format!("Keys/project/skills/appdata/.dial-folders/{new}"),
-                format!("Keys/project/skills/appdata/{new}/s/.dial-resources/x"),
-                "Users/alice/applications/team/my%20bot".into(),
-                "Users/alice/files/appdata/other-0123456789ab/kept.txt".into(),
-                format!("Users/alice/files/appdata/{new}/out.txt"),
-            ]
-        );
+        let mut expected = vec![
+            IDS_DOCUMENT.to_string(),
+            format!("Keys/{new}/files/notes/a.txt"),
+            format!("Keys/project/skills/appdata/.dial-folders/{new}"),
+            format!("Keys/project/skills/appdata/{new}/s/.dial-resources/x"),
+            "Users/alice/applications/team/my%20bot".into(),
+            "Users/alice/files/appdata/other-0123456789ab/kept.txt".into(),
+            format!("Users/alice/files/appdata/{new}/out.txt"),
+        ];
+        expected.sort();
+        assert_eq!(listed, expected);
         put(format!("Keys/{}/files/late.txt", encoded(&old))).await;
         assert_eq!(migrate_app_ids(&store, &buckets, locks.as_ref()).await.unwrap(), None, "once per store");
     }

@@ -738,5 +738,4 @@ mod tests {
         );
         assert!(forwarding.unwrap().get("f").unwrap().forward_auth_token);
     }
-
 }

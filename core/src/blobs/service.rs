@@ -321,7 +321,10 @@ mod tests {
     }
 
     async fn put_text(service: &BlobService, raw: &str, text: &str) -> Committed {
-        service.put_file(&target(raw), chunks(&[text.as_bytes()]), Some("text/plain"), &none(), None, None).await.unwrap()
+        service
+            .put_file(&target(raw), chunks(&[text.as_bytes()]), Some("text/plain"), &none(), None, None)
+            .await
+            .unwrap()
     }
 
     #[tokio::test]
@@ -429,8 +432,9 @@ mod tests {
         assert_eq!(committed.meta.content_type, JSON_CONTENT_TYPE);
         assert_eq!(content(&service, &prompt).await, body, "stored as given");
 
-        let invalid =
-            service.put_json(&prompt, chunks(&[b"{nope"]), None, &none(), None, &DeclarationPolicy::default(), None).await;
+        let invalid = service
+            .put_json(&prompt, chunks(&[b"{nope"]), None, &none(), None, &DeclarationPolicy::default(), None)
+            .await;
         assert!(matches!(invalid, Err(BlobError::BadRequest(m)) if m.starts_with("Failed to parse json")));
         // Inside a string, where a parser that builds nothing does not look.
         let unstored = target("prompts/b/q");
@@ -482,7 +486,15 @@ mod tests {
         assert_eq!(stored, serde_json::json!({"endpoint": "http://a", "display_name": "A"}));
         assert_eq!(committed.meta.etag, hex(&Md5::digest(serde_json::to_vec(&stored).unwrap())));
         let bad = service
-            .put_json(&app, chunks(&[br#"{"displayName":"A"}"#]), None, &none(), None, &DeclarationPolicy::default(), None)
+            .put_json(
+                &app,
+                chunks(&[br#"{"displayName":"A"}"#]),
+                None,
+                &none(),
+                None,
+                &DeclarationPolicy::default(),
+                None,
+            )
             .await;
         assert!(matches!(bad, Err(BlobError::InvalidApplication(_))));
     }

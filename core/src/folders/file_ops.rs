@@ -68,8 +68,10 @@ impl FolderEngine {
         author: Option<String>,
     ) -> Result<Committed, FolderError> {
         let change = FileChange { path, op: Mutation::Delete, handler, conditions, author, key: None };
-        self.mutate_file::<futures_util::stream::Empty<Result<Bytes, std::io::Error>>, std::io::Error>(node, change, None)
-            .await
+        self.mutate_file::<futures_util::stream::Empty<Result<Bytes, std::io::Error>>, std::io::Error>(
+            node, change, None,
+        )
+        .await
     }
 
     /// A single-file change, optimistic like a whole PUT: the new content
@@ -84,7 +86,12 @@ impl FolderEngine {
     /// on whatever it is rebuilt on. Where the lock is not shared (instances
     /// without Redis, a lease that ran out) the marker write can still lose;
     /// the change is then rebuilt again, until the commit deadline.
-    async fn mutate_file<S, E>(&self, node: &Node, change: FileChange<'_>, body: Option<S>) -> Result<Committed, FolderError>
+    async fn mutate_file<S, E>(
+        &self,
+        node: &Node,
+        change: FileChange<'_>,
+        body: Option<S>,
+    ) -> Result<Committed, FolderError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,

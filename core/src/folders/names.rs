@@ -223,7 +223,10 @@ mod tests {
             assert!(matches!(error, NameError::FoldedClash { .. }), "{clash}: {error}");
         }
         assert!(names.clone().add("docs/third.txt").is_ok(), "a new file in a folder already there");
-        assert!(names.clone().add("docs/other.txt").is_ok(), "the same name is no clash (duplicates are refused elsewhere)");
+        assert!(
+            names.clone().add("docs/other.txt").is_ok(),
+            "the same name is no clash (duplicates are refused elsewhere)"
+        );
         let mut german = FoldedNames::default();
         german.add("STRASSE.md").unwrap();
         assert!(german.add("stra\u{df}e.md").is_err(), "full case folding: \u{df} is ss");

@@ -338,7 +338,8 @@ async fn delete_uncommitted(
     {
         return Ok(());
     }
-    let written: Vec<Path> = store.list(Some(&node.paths.version(version))).map_ok(|meta| meta.location).try_collect().await?;
+    let written: Vec<Path> =
+        store.list(Some(&node.paths.version(version))).map_ok(|meta| meta.location).try_collect().await?;
     crate::storage::delete_all(store.as_ref(), written).await?;
     match store.delete(journal_entry).await {
         Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),

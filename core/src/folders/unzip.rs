@@ -203,7 +203,9 @@ fn read_directory_entry(
         return Err(entry_error("is encrypted".into()));
     }
     if method != STORED && method != DEFLATED {
-        return Err(entry_error(format!("is compressed with method {method}: only stored and deflated entries are read")));
+        return Err(entry_error(format!(
+            "is compressed with method {method}: only stored and deflated entries are read"
+        )));
     }
     Ok(Some(ZipEntry { name, size, compressed_size, method, crc32, header_at: header_at + shift }))
 }
@@ -323,7 +325,11 @@ mod tests {
             zip.add_directory("s/", deflated()).unwrap();
             zip.start_file("s/SKILL.md", deflated()).unwrap();
             zip.write_all(b"---\nname: s\n---\n").unwrap();
-            zip.start_file("s/bin", zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored)).unwrap();
+            zip.start_file(
+                "s/bin",
+                zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored),
+            )
+            .unwrap();
             zip.write_all(&all_bytes).unwrap();
             zip.start_file("__MACOSX/s/._bin", deflated()).unwrap();
             zip.write_all(b"fork").unwrap();

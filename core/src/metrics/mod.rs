@@ -36,6 +36,7 @@ pub const GC_BYTES: &str = "dial_host_gc_bytes_deleted_total";
 pub const GC_ENTRIES_FAILED: &str = "dial_host_gc_entries_failed_total";
 pub const KEYS_MINTED: &str = "dial_host_per_request_keys_minted_total";
 pub const KEYS_ALIVE: &str = "dial_host_per_request_keys_alive";
+pub const DEFINITION_CACHE_BYTES: &str = "dial_host_definition_cache_bytes";
 pub const UPSTREAM_CALLS: &str = "dial_host_upstream_calls_total";
 pub const UPSTREAM_DURATION: &str = "dial_host_upstream_call_duration_seconds";
 
@@ -99,6 +100,11 @@ fn describe() {
     describe_counter!(GC_ENTRIES_FAILED, "Journal entries a sweep could not settle (kept for the next one)");
     describe_counter!(KEYS_MINTED, "Per-request keys minted by this instance");
     describe_gauge!(KEYS_ALIVE, "Per-request keys minted by this instance and not yet revoked");
+    describe_gauge!(
+        DEFINITION_CACHE_BYTES,
+        Unit::Bytes,
+        "What the parsed stored application definitions hold, estimated (bounded by proxy.definition_cache_mib)"
+    );
     describe_counter!(
         UPSTREAM_CALLS,
         "Calls to applications, by deployment (a configured name, or `stored`), interface and status \
@@ -139,6 +145,10 @@ pub fn sweep(outcome: &'static str, objects: usize, bytes: u64, entries_failed: 
 }
 
 /// A key minted (`alive` +1) or revoked (`alive` −1).
+pub fn definition_cache(bytes: usize) {
+    gauge!(DEFINITION_CACHE_BYTES).set(bytes as f64);
+}
+
 pub fn key_minted() {
     counter!(KEYS_MINTED).increment(1);
     gauge!(KEYS_ALIVE).increment(1.0);

@@ -446,7 +446,9 @@ async fn stored(state: &AppState, caller: &Caller, id: &str, reader: Reader) -> 
         };
         let (meta, content) = match state.blobs().download(&target, &conditions).await {
             Ok(Download::Content { meta, body }) => (meta, body),
-            Ok(Download::NotModified(_)) => return Ok(cached.expect("If-None-Match is sent only with a cached etag").1),
+            Ok(Download::NotModified(_)) => {
+                return Ok(cached.expect("If-None-Match is sent only with a cached etag").1);
+            }
             Err(crate::blobs::BlobError::NotFound(_)) => return Err(unknown()),
             Err(error) => return Err(error.into()),
         };
@@ -457,7 +459,12 @@ async fn stored(state: &AppState, caller: &Caller, id: &str, reader: Reader) -> 
         }
         let max = state.proxy().max_definition_bytes();
         if meta.content_length > max {
-            tracing::error!(deployment = id, bytes = meta.content_length, max, "stored application definition too large");
+            tracing::error!(
+                deployment = id,
+                bytes = meta.content_length,
+                max,
+                "stored application definition too large"
+            );
             return Err(ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!(

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::upload::{Destination, receive};
 use super::{
-    Params, answer, described, limit, rfc3339, skills_page, version_ref, versions_page, zip_answer, upload_terms,
+    Params, answer, described, limit, rfc3339, skills_page, upload_terms, version_ref, versions_page, zip_answer,
 };
 use crate::access::Permission;
 use crate::auth::Caller;
@@ -165,7 +165,8 @@ pub async fn create(
     let created = async {
         let caller = caller?;
         let skills = state.hosted_skills();
-        let mut received = receive(&skills, &caller, request, Destination::NewSkill, upload_terms(&state, &caller)).await?;
+        let mut received =
+            receive(&skills, &caller, request, Destination::NewSkill, upload_terms(&state, &caller)).await?;
         if let Some(display) = received.field("display_name").or(received.field("display_title")) {
             let display = display.trim().to_string();
             if display.is_empty() || display.contains('\n') || display.chars().count() > MAX_DISPLAY_NAME_CHARS {
@@ -263,7 +264,8 @@ pub async fn create_version(
         let caller = caller?;
         let skills = state.hosted_skills();
         let skill = skills.find(&caller, &id, Permission::Write).await?;
-        let received = receive(&skills, &caller, request, Destination::Version(&skill), upload_terms(&state, &caller)).await?;
+        let received =
+            receive(&skills, &caller, request, Destination::Version(&skill), upload_terms(&state, &caller)).await?;
         let (skill, version) = skills.finish(&caller, received.upload, Becomes::Current).await?;
         Ok(Json(version_object(&skills, &skill, &version, beta(&headers)).await?).into_response())
     };

@@ -155,7 +155,8 @@ fn zip_answer(
 fn upload_terms(state: &AppState, caller: &crate::auth::Caller) -> UploadTerms {
     let limits = state.handlers().get(SKILLS_GROUP).map(|handler| state.folders().limits(&handler));
     let (total, files) = limits.map_or((0, 0), |limits| (limits.max_total_bytes, u64::from(limits.max_files)));
-    let zip = ZipLimits { bytes: total.saturating_add(16 << 20), entries: files.saturating_mul(4).saturating_add(1000) };
+    let zip =
+        ZipLimits { bytes: total.saturating_add(16 << 20), entries: files.saturating_mul(4).saturating_add(1000) };
     UploadTerms { zip, key: state.writing_key(caller) }
 }
 

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::upload::{Destination, receive};
-use super::{Params, answer, described, limit, skills_page, version_ref, versions_page, zip_answer, upload_terms};
+use super::{Params, answer, described, limit, skills_page, upload_terms, version_ref, versions_page, zip_answer};
 use crate::access::Permission;
 use crate::auth::Caller;
 use crate::folders::Becomes;
@@ -267,7 +267,8 @@ pub async fn create_version(
         let caller = caller?;
         let skills = state.hosted_skills();
         let skill = skills.find(&caller, &id, Permission::Write).await?;
-        let received = receive(&skills, &caller, request, Destination::Version(&skill), upload_terms(&state, &caller)).await?;
+        let received =
+            receive(&skills, &caller, request, Destination::Version(&skill), upload_terms(&state, &caller)).await?;
         let becomes = match received.field("default") {
             None | Some("false") => Becomes::Retained,
             Some("true") => Becomes::Current,

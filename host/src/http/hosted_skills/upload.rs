@@ -300,7 +300,11 @@ async fn blocking<T: Send + 'static>(
 
 /// Inflates every file of `directory` into the staging, in order.
 async fn inflate(upload: &mut Upload, file: std::fs::File, directory: ZipDirectory) -> Result<(), ApiError> {
-    let paths: Vec<String> = directory.files.iter().map(|entry| split_path(&entry.name).map(|(_, p)| p.to_owned())).collect::<Result<_, _>>()?;
+    let paths: Vec<String> = directory
+        .files
+        .iter()
+        .map(|entry| split_path(&entry.name).map(|(_, p)| p.to_owned()))
+        .collect::<Result<_, _>>()?;
     let (sender, mut chunks) = mpsc::channel(ZIP_CHUNKS_IN_FLIGHT);
     let reader = tokio::task::spawn_blocking(move || read_entries(file, &directory, &sender));
     for path in &paths {
