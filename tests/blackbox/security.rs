@@ -553,17 +553,20 @@ async fn one_user_cannot_exhaust_the_host_through_calls() {
     eprintln!("six 16 MiB calls: peak RSS +{grown} MiB");
     assert!(grown < 400, "six 16 MiB calls took {grown} MiB");
 
-    // Forty calls to an application whose definition is 15 MiB.
+    // Forty calls to an application whose definition is 15 MiB: over
+    // `proxy.max_definition_bytes` (4 MiB), refused unparsed.
     let definition =
         json!({"endpoint": format!("{}/chat/completions", f.mock.url()), "description": "d".repeat(15 << 20)});
     let url = format!("/v1/applications/{}/large", f.alice.bucket);
     assert_eq!(f.client().put_body(&url, &alice, definition.to_string().as_bytes()).await.status, 200);
     let id = format!("applications/{}/large", f.alice.bucket);
-    assert_eq!(f.chat(&alice, &id, "hi", json!({})).await.status, 200);
     let before = f.server.reset_peak_rss();
     let calls = (0..40).map(|_| f.chat(&alice, &id, "hi", json!({})));
-    let statuses: Vec<u16> = futures_util::future::join_all(calls).await.iter().map(|reply| reply.status).collect();
-    assert!(statuses.iter().all(|status| *status == 200), "{statuses:?}");
+    let replies = futures_util::future::join_all(calls).await;
+    for reply in &replies {
+        assert_eq!(reply.status, 500, "{}", reply.body);
+        assert!(reply.body.contains("proxy.max_definition_bytes"), "{}", reply.body);
+    }
     let grown = f.server.peak_rss_kib().saturating_sub(before) / 1024;
     eprintln!("forty calls to a 15 MiB definition: peak RSS +{grown} MiB");
     assert!(grown < 100, "forty calls to a 15 MiB definition took {grown} MiB");

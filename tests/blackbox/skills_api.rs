@@ -504,21 +504,27 @@ async fn a_default_version_the_type_refuses_now_is_not_made_current() {
         format!("[encryption]\nsecret = \"s\"\n[keys.{PROJECT_KEY}]\nproject = \"skills-team\"\nroles = [\"user\"]\n");
     let server = setup.start(Some(&setup.config(&base)), &[]);
     let client = server.client();
-    let post = |path: String, files: Vec<(&'static str, &'static str, Vec<u8>)>| {
+    let post = |path: String,
+                fields: &'static [(&'static str, &'static str)],
+                files: Vec<(&'static str, &'static str, Vec<u8>)>| {
         let client = client.clone();
         async move {
-            let (content_type, body) = multipart(&[], &files);
+            let (content_type, body) = multipart(fields, &files);
             let headers = [KEY[0], ("Content-Type", content_type.as_str())];
             client.send_raw("POST", &path, &headers, vec![body.into()]).await
         }
     };
     let loose = b"---\nname: loose\ndescription: First.\nextra-key: kept as a warning\n---\n# loose\n".to_vec();
-    let created = post("/openai/v1/skills".into(), vec![("files[]", "loose/SKILL.md", loose)]).await;
+    let created = post("/openai/v1/skills".into(), &[], vec![("files[]", "loose/SKILL.md", loose)]).await;
     assert_eq!(created.status, 200, "{}", created.body);
     let id = text(&created.json()["id"]).to_string();
     let clean = skill_md("loose", "Second.");
-    let second = post(format!("/openai/v1/skills/{id}/versions"), vec![("files[]", "loose/SKILL.md", clean)]).await;
+    let default = &[("default", "true")];
+    let second =
+        post(format!("/openai/v1/skills/{id}/versions"), default, vec![("files[]", "loose/SKILL.md", clean)]).await;
     assert_eq!(second.status, 200, "{}", second.body);
+    let skill = client.get(&format!("/openai/v1/skills/{id}"), &KEY).await.json();
+    assert_eq!(skill["default_version"], "2", "{skill}");
     drop(server);
 
     let strict = setup.config(&format!("{base}[handlers.types.skills]\nstrict = true\n"));

@@ -273,11 +273,12 @@ async fn from_zip(receiver: &mut Receiver<'_, '_>, file: std::fs::File, max_entr
     .await?;
     let Some(first) = directory.files.first() else { return Ok(()) };
     let first = first.name.clone();
+    let (first_top, _) = split_path(&first)?;
     let mut plan = Vec::with_capacity(directory.files.len());
     for entry in &directory.files {
         let (top, path) = split_path(&entry.name)?;
-        if top != split_path(&first)?.0 {
-            return Err(two_folders(split_path(&first)?.0, top));
+        if top != first_top {
+            return Err(two_folders(first_top, top));
         }
         plan.push((path, entry.size));
     }
