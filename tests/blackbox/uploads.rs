@@ -16,6 +16,9 @@ use crate::support::{Client, Reply, Server, Setup, files_below};
 
 const KEY: &str = "uploads-key-0123456789";
 
+/// Files of one upload: path and content.
+type Files<'a> = Vec<(&'a str, &'a [u8])>;
+
 fn skill_md(name: &str) -> Vec<u8> {
     format!("---\nname: {name}\ndescription: Uploads under attack.\n---\n# {name}\n").into_bytes()
 }
@@ -255,7 +258,7 @@ async fn names_one_file_system_sees_as_one_are_refused() {
     let md = skill_md("names");
     let url = format!("/v2/skills/{}/names", f.bucket);
     let clash = "only in case or Unicode normalisation";
-    let cases: [(Vec<(&str, &[u8])>, &str); 3] = [
+    let cases: [(Files, &str); 3] = [
         (vec![("SKILL.md", &md), ("skill.md", &b"unreviewed"[..])], "case"),
         (
             vec![("SKILL.md", &md), ("r\u{e9}sum\u{e9}.txt", &b"nfc"[..]), ("re\u{301}sume\u{301}.txt", &b"nfd"[..])],

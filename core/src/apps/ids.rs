@@ -169,7 +169,7 @@ async fn bucket_roots(store: &Arc<dyn ObjectStore>) -> Result<Vec<(Path, BucketL
     {
         let listed = store.list_with_delimiter(Some(&Path::from(kind))).await?;
         for root in listed.common_prefixes {
-            let Some(name) = root.parts().last() else { continue };
+            let Some(name) = root.parts().next_back() else { continue };
             let name = decode_part(&name);
             roots.push((root, location(name)));
         }
@@ -232,13 +232,15 @@ async fn move_appdata(
     for group in store.list_with_delimiter(Some(root)).await?.common_prefixes {
         let appdata = group.join(crate::access::APPDATA_FOLDER);
         for folder in store.list_with_delimiter(Some(&appdata)).await?.common_prefixes {
-            let Some(name) = folder.parts().last() else { continue };
+            let Some(name) = folder.parts().next_back() else { continue };
             if let Some(new) = renamed(&name) {
                 moved += move_prefix(store, &folder, &appdata.clone().join(new)).await?;
             }
             if [FOLDER_INDEX, RESOURCE_INDEX].contains(&name.as_ref()) {
                 for marker in store.list_with_delimiter(Some(&folder)).await?.objects {
-                    let Some(new) = marker.location.parts().last().and_then(|name| renamed(&name)) else { continue };
+                    let Some(new) = marker.location.parts().next_back().and_then(|name| renamed(&name)) else {
+                        continue;
+                    };
                     moved += move_object(store, &marker.location, &folder.clone().join(new)).await?;
                 }
             }
