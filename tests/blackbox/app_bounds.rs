@@ -273,36 +273,39 @@ fn definition(endpoint: &str, bytes: usize) -> String {
     json!({"endpoint": endpoint, "application_properties": {"padding": "x".repeat(bytes)}}).to_string()
 }
 
-/// Item 2: forty concurrent first calls to a 12 MiB stored definition read
-/// and parse it once (the review saw +728 MiB for 15 MiB); definitions are
-/// kept within `proxy.definition_cache_mib`, whatever their number; one
-/// over `proxy.max_definition_bytes` is refused, named, unparsed.
+/// Item 2, on the defaults: forty concurrent first calls to a 3.5 MiB
+/// stored definition read and parse it once (the review saw +728 MiB for
+/// forty calls to 15 MiB); parsed definitions are kept within
+/// `proxy.definition_cache_mib` (64), whatever their number; one over
+/// `proxy.max_definition_bytes` (4 MiB) is refused, named, unparsed.
 #[tokio::test]
 async fn stored_definitions_are_parsed_once_and_kept_within_their_bound() {
-    let f = Fixture::start("max_definition_bytes = 16777216\ndefinition_cache_mib = 32\n").await;
+    let f = Fixture::start("").await;
     let user = [("Api-Key", KEY)];
     // Refused at connect: the calls cost what resolving them costs.
     let closed = "http://127.0.0.1:9/chat/completions";
+    let size = 7 << 19;
     let big = format!("/v1/applications/{}/big-0", f.bucket);
-    assert_eq!(f.client.put_body(&big, &user, definition(closed, 12 << 20).as_bytes()).await.status, 200);
+    assert_eq!(f.client.put_body(&big, &user, definition(closed, size).as_bytes()).await.status, 200);
     let baseline = f.server.reset_peak_rss();
     let calls: Vec<_> = (0..40).map(|_| f.call(&format!("applications/{}/big-0", f.bucket), chat("x"))).collect();
     for call in calls {
         assert_eq!(call.await.unwrap(), 502);
     }
     let grown = f.server.peak_rss_kib().saturating_sub(baseline);
-    assert!(grown < 160 << 10, "40 concurrent calls to a 12 MiB definition grew the server by {grown} KiB");
+    eprintln!("40 concurrent first calls to a 3.5 MiB definition: peak RSS +{grown} KiB");
+    assert!(grown < 64 << 10, "40 concurrent calls to a 3.5 MiB definition grew the server by {grown} KiB");
 
-    for n in 1..6 {
+    for n in 1..12 {
         let copy = format!("/v1/applications/{}/big-{n}", f.bucket);
-        assert_eq!(f.client.put_body(&copy, &user, definition(closed, 12 << 20).as_bytes()).await.status, 200);
+        assert_eq!(f.client.put_body(&copy, &user, definition(closed, size).as_bytes()).await.status, 200);
         assert_eq!(f.call(&format!("applications/{}/big-{n}", f.bucket), chat("x")).await.unwrap(), 502);
     }
     let kept = sample(&scrape(&f.client).await, "dial_host_definition_cache_bytes", &[]);
-    assert!(kept > 0.0 && kept <= f64::from(32u32 << 20), "the parsed definitions hold {kept} bytes");
+    assert!(kept > 0.0 && kept <= f64::from(64u32 << 20), "twelve 3.5 MiB definitions parsed hold {kept} bytes");
 
     let huge = format!("/v1/applications/{}/huge", f.bucket);
-    assert_eq!(f.client.put_body(&huge, &user, definition(closed, 17 << 20).as_bytes()).await.status, 200);
+    assert_eq!(f.client.put_body(&huge, &user, definition(closed, 5 << 20).as_bytes()).await.status, 200);
     let reply = f
         .client
         .post(
