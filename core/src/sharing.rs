@@ -82,6 +82,16 @@ pub struct OwnerShares {
 }
 
 impl OwnerShares {
+    /// About what the document holds in memory, in bytes.
+    pub fn estimated_bytes(&self) -> usize {
+        let grants: usize = self
+            .grants
+            .iter()
+            .map(|(url, users)| url.len() + 64 + users.keys().map(|id| id.len() + 64).sum::<usize>())
+            .sum();
+        grants + self.invitations.len() * 512
+    }
+
     /// What the grantee (by bucket id) holds on `url`: the union of the
     /// grants on it and on the folders above it.
     fn granted_to(&self, grantee_id: &str, url: &str) -> Permissions {

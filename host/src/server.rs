@@ -292,17 +292,6 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
         );
     }
     let buckets = BucketCodec::new(secret);
-    let migrated = crate::apps::ids::migrate_app_ids(&store, &buckets, locks.as_ref())
-        .await
-        .context("moving stored applications' data to their 128-bit ids")?;
-    if let Some(migrated) = migrated {
-        tracing::info!(
-            applications = migrated.applications,
-            objects_moved = migrated.objects_moved,
-            ambiguous = migrated.ambiguous.len(),
-            "stored applications' data is under their 128-bit ids now"
-        );
-    }
     if config.folders.gc_interval_seconds > 0 {
         spawn_sweeper(&folders, Duration::from_secs(config.folders.gc_interval_seconds));
     }
@@ -320,10 +309,24 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     let apps =
         ConfigApps::load(&config.applications, &policy).map_err(|why| anyhow::anyhow!("invalid application {why}"))?;
     // A project's bucket must never be an application's own.
-    for project in config.keys.values().map(|key| &key.project) {
+    let projects: Vec<&str> = config.keys.values().map(|key| key.project.as_str()).collect();
+    for project in &projects {
         if let Some(why) = crate::apps::project_bucket_clash(project, &apps) {
             anyhow::bail!("keys: the project {project:?} would share an application's bucket: {why}");
         }
+    }
+    // Only once nothing else can be named like an application's bucket.
+    let taken = apps.names().map(String::as_str).chain(projects.iter().copied());
+    let migrated = crate::apps::ids::migrate_app_ids(&store, &buckets, locks.as_ref(), taken.collect())
+        .await
+        .context("moving stored applications' data to their 128-bit ids")?;
+    if let Some(migrated) = migrated {
+        tracing::info!(
+            applications = migrated.applications,
+            objects_moved = migrated.objects_moved,
+            ambiguous = migrated.ambiguous.len(),
+            "stored applications' data is under their 128-bit ids now"
+        );
     }
     let audit = Audit::open(config.audit.file.as_ref())
         .with_context(|| format!("opening the audit file {:?}", config.audit.file))?;

@@ -204,16 +204,21 @@ impl AccessService {
             // (nobody shares with themselves).
             BucketLocation::User(_) | BucketLocation::Key(_) => {
                 let shares = match state.shares.remove(resource.location) {
-                    Some(shares) => shares,
+                    Some(shares) => {
+                        state.shares_bytes -= shares.estimated_bytes();
+                        shares
+                    }
                     None => self.sharing.owner_shares(resource.location).await?,
                 };
                 let url = resource.url.to_string();
                 reached = self.sharing.granted_in(&shares, &caller.user_location(), &url);
-                // A request naming many owners keeps a few of their documents, not all.
-                if state.shares.len() >= KEPT_OWNER_DOCUMENTS {
-                    state.shares.clear();
+                // The documents a decision keeps are bounded in bytes: past
+                // the bound, another owner's is read each time it is needed.
+                let bytes = shares.estimated_bytes();
+                if state.shares_bytes + bytes <= KEPT_SHARES_BYTES {
+                    state.shares_bytes += bytes;
+                    state.shares.insert(resource.location.clone(), shares);
                 }
-                state.shares.insert(resource.location.clone(), shares);
             }
             BucketLocation::Review { .. } => {}
         }
@@ -230,8 +235,8 @@ impl AccessService {
     }
 }
 
-/// Owners' sharing documents one [`StateRead`] keeps at most.
-const KEPT_OWNER_DOCUMENTS: usize = 16;
+/// What the owners' sharing documents one [`StateRead`] keeps may hold.
+const KEPT_SHARES_BYTES: usize = 16 << 20;
 
 /// The access state one decision has read so far (see
 /// [`AccessService::permissions_within`]). Short-lived by design: a new
@@ -240,6 +245,8 @@ const KEPT_OWNER_DOCUMENTS: usize = 16;
 pub struct StateRead {
     rules: Option<RulesDocument>,
     shares: HashMap<BucketLocation, OwnerShares>,
+    /// Their estimated bytes, within [`KEPT_SHARES_BYTES`].
+    shares_bytes: usize,
 }
 
 /// Hides the items of a public listing the caller may not read (one rules

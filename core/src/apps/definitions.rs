@@ -12,14 +12,15 @@ use super::Application;
 /// definition do not each parse it. Bounded by an estimate of the bytes
 /// the parsed definitions hold (least recently used go first); a missing
 /// or changed definition is loaded by one caller at a time per URL
-/// ([`StoredDefinitions::loading`]) and by a few at once in all, so
-/// concurrent first calls read and parse it once.
+/// ([`StoredDefinitions::loading`]), and the definitions being read and
+/// parsed at once hold at most [`LOADING_BYTES`] between them
+/// ([`StoredDefinitions::reserve`]).
 pub struct StoredDefinitions {
     parsed: Mutex<Parsed>,
     max_bytes: usize,
     /// One loader per URL: the others wait, then find what it parsed.
     loaders: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Definitions being read and parsed at once, in all.
+    /// What loads hold, in [`LOADING_UNIT`]s.
     loads: Arc<tokio::sync::Semaphore>,
 }
 
@@ -34,8 +35,13 @@ struct ParsedEntry {
     bytes: usize,
 }
 
-/// Definitions read and parsed at once, across all URLs.
-const LOADS_AT_ONCE: usize = 4;
+/// What definitions being read and parsed at once may hold, in all.
+const LOADING_BYTES: usize = 32 << 20;
+const LOADING_UNIT: usize = 64 << 10;
+/// A parsed definition's memory per byte of its JSON, pessimistically:
+/// a short string or list item costs a few bytes of JSON and a few dozen
+/// in memory.
+const PARSED_PER_JSON_BYTE: usize = 8;
 
 impl Default for StoredDefinitions {
     fn default() -> Self {
@@ -50,7 +56,7 @@ impl StoredDefinitions {
             parsed: Mutex::new(Parsed { lru: hashlink::LruCache::new_unbounded(), bytes: 0 }),
             max_bytes,
             loaders: Mutex::default(),
-            loads: Arc::new(tokio::sync::Semaphore::new(LOADS_AT_ONCE)),
+            loads: Arc::new(tokio::sync::Semaphore::new(LOADING_BYTES / LOADING_UNIT)),
         }
     }
 
@@ -62,8 +68,7 @@ impl StoredDefinitions {
 
     /// Keeps `application`, parsed from `definition_bytes` of JSON at `etag`.
     pub fn insert(&self, url: String, etag: String, application: Arc<Application>, definition_bytes: usize) {
-        // The parsed tree holds about what the JSON did, twice over at most.
-        let bytes = definition_bytes.saturating_mul(2) + url.len() + etag.len() + 256;
+        let bytes = definition_bytes.saturating_mul(PARSED_PER_JSON_BYTE) + url.len() + etag.len() + 256;
         if bytes > self.max_bytes {
             return;
         }
@@ -85,17 +90,26 @@ impl StoredDefinitions {
         (parsed.bytes, parsed.lru.len())
     }
 
-    /// Waits until this caller may load `url`: no other is loading it, and
-    /// fewer than [`LOADS_AT_ONCE`] loads run. Held while reading and
-    /// parsing; whoever waited looks at [`StoredDefinitions::get`] again.
+    /// Waits until no other caller is loading `url`, then holds that turn
+    /// while this one reads and parses it; whoever waited looks at
+    /// [`StoredDefinitions::get`] again.
     pub async fn loading(&self, url: &str) -> Loading<'_> {
         let mutex = {
             let mut loaders = self.loaders.lock().unwrap_or_else(PoisonError::into_inner);
             loaders.entry(url.to_string()).or_default().clone()
         };
         let turn = mutex.clone().lock_owned().await;
-        let permit = self.loads.clone().acquire_owned().await.expect("the semaphore is never closed");
-        Loading { definitions: self, url: url.to_string(), mutex, _turn: turn, _permit: permit }
+        Loading { definitions: self, url: url.to_string(), mutex, _turn: turn }
+    }
+
+    /// Waits until a definition of `bytes` may be read and parsed: the
+    /// loads running at once hold at most [`LOADING_BYTES`] (a larger one
+    /// runs alone).
+    pub async fn reserve(&self, bytes: u64) -> tokio::sync::OwnedSemaphorePermit {
+        let all = LOADING_BYTES / LOADING_UNIT;
+        let units = usize::try_from(bytes).unwrap_or(usize::MAX).div_ceil(LOADING_UNIT).clamp(1, all);
+        let units = u32::try_from(units).expect("at most LOADING_BYTES / LOADING_UNIT units");
+        self.loads.clone().acquire_many_owned(units).await.expect("the semaphore is never closed")
     }
 }
 
@@ -105,7 +119,6 @@ pub struct Loading<'d> {
     url: String,
     mutex: Arc<tokio::sync::Mutex<()>>,
     _turn: tokio::sync::OwnedMutexGuard<()>,
-    _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Drop for Loading<'_> {

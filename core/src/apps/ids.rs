@@ -109,10 +109,14 @@ pub enum IdMigrationError {
 /// [`IDS_DOCUMENT`]; later starts read it and do nothing. `None` when there
 /// was nothing to do. Instances of a version before issue 38 must all be
 /// stopped first (docs/operations.md).
+///
+/// `taken`: the names of configured applications and projects, whose
+/// buckets are theirs whatever a stored application's old id was.
 pub async fn migrate_app_ids(
     store: &Arc<dyn ObjectStore>,
     buckets: &BucketCodec,
     locks: &dyn LockService,
+    taken: Vec<&str>,
 ) -> Result<Option<IdMigration>, IdMigrationError> {
     if ids_are_current(store).await? {
         return Ok(None);
@@ -134,7 +138,16 @@ pub async fn migrate_app_ids(
     for (root, location) in &roots {
         deployments.extend(stored_applications(store, buckets, root, location).await?);
     }
-    let (renames, ambiguous) = renames(deployments.iter().map(|d| (legacy_app_id(d), app_id(d))));
+    let (first, ambiguous) = renames_of(deployments.iter(), &taken);
+    // A definition kept in a renamed application's own bucket names another
+    // application once that bucket moves (its URL changes with it): its
+    // data stays where it is.
+    let moving: Vec<BucketLocation> = first.keys().map(|legacy| BucketLocation::Key(legacy.clone())).collect();
+    let inside_moving = |deployment: &String| {
+        let bucket = deployment.split('/').nth(1).unwrap_or_default();
+        buckets.decode(bucket).is_ok_and(|location| moving.contains(&location))
+    };
+    let (renames, _) = renames_of(deployments.iter().filter(|d| !inside_moving(d)), &taken);
     let mut migration = IdMigration { applications: deployments.len(), ambiguous, ..IdMigration::default() };
     for (root, _) in &roots {
         migration.objects_moved += move_appdata(store, root, &renames).await?;
@@ -144,6 +157,7 @@ pub async fn migrate_app_ids(
         migration.objects_moved +=
             move_prefix(store, &keys.clone().join(legacy.as_str()), &keys.clone().join(new.as_str())).await?;
     }
+    _lock.ensure_held()?;
     let document = IdsDocument { app_ids: IDS_VERSION, migrated_at: now_ms() };
     let json = serde_json::to_vec(&document).expect("an ids document serializes");
     store.put(&Path::from(IDS_DOCUMENT), PutPayload::from(json)).await?;
@@ -194,6 +208,16 @@ async fn stored_applications(
             (!segments.is_empty()).then(|| format!("applications/{bucket}/{}", segments.join("/")))
         })
         .collect())
+}
+
+/// [`renames`] of `deployments`, leaving out old ids that are `taken`.
+fn renames_of<'d>(
+    deployments: impl Iterator<Item = &'d String>,
+    taken: &[&str],
+) -> (HashMap<String, String>, Vec<String>) {
+    let (mut renames, ambiguous) = renames(deployments.map(|d| (legacy_app_id(d), app_id(d))));
+    renames.retain(|legacy, _| !taken.contains(&legacy.as_str()));
+    (renames, ambiguous)
 }
 
 /// Old id → today's, for the old ids exactly one application had; and the
@@ -339,7 +363,7 @@ mod tests {
         put(format!("Keys/project/skills/appdata/{}/s/.dial-resources/x", encoded(&old))).await;
         put("Users/alice/files/appdata/other-0123456789ab/kept.txt".into()).await;
 
-        let migrated = migrate_app_ids(&store, &buckets, locks.as_ref()).await.unwrap().unwrap();
+        let migrated = migrate_app_ids(&store, &buckets, locks.as_ref(), vec!["project"]).await.unwrap().unwrap();
         assert_eq!((migrated.applications, migrated.objects_moved), (1, 4), "{migrated:?}");
         let mut listed: Vec<String> =
             store.list(None).map_ok(|meta| meta.location.to_string()).try_collect().await.unwrap();
@@ -357,6 +381,6 @@ mod tests {
         expected.sort();
         assert_eq!(listed, expected);
         put(format!("Keys/{}/files/late.txt", encoded(&old))).await;
-        assert_eq!(migrate_app_ids(&store, &buckets, locks.as_ref()).await.unwrap(), None, "once per store");
+        assert_eq!(migrate_app_ids(&store, &buckets, locks.as_ref(), vec![]).await.unwrap(), None, "once per store");
     }
 }

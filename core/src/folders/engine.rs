@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::StreamExt;
 use indexmap::IndexMap;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
@@ -402,7 +402,8 @@ impl FolderEngine {
         becomes: Becomes,
     ) -> Result<Committed, FolderError> {
         let committed = self.try_commit(&mut staging, handler, conditions, author, becomes).await;
-        if committed.is_err() {
+        if let Err(error) = &committed {
+            staging.pending.failed_with(error);
             staging.discard().await;
         }
         committed
@@ -587,17 +588,28 @@ impl FolderEngine {
         self.check_with_handler(node, &version.current_version, &version.files, handler).await
     }
 
-    /// Server-side copies, [`COPIES_IN_FLIGHT`] at a time.
+    /// Server-side copies, [`COPIES_IN_FLIGHT`] at a time. A failure stops
+    /// new copies but waits for those in flight (a copy cut off could still
+    /// land after its version was given up), then is returned.
     pub(super) async fn copy_all(&self, copies: Vec<(Path, Path)>) -> Result<(), FolderError> {
         let store = self.store.clone();
-        futures_util::stream::iter(copies)
-            .map(move |(from, to)| {
-                let store = store.clone();
-                async move { store.copy(&from, &to).await }
+        let failed = std::sync::atomic::AtomicBool::new(false);
+        let outcomes: Vec<object_store::Result<()>> = futures_util::stream::iter(copies)
+            .take_while(|_| std::future::ready(!failed.load(std::sync::atomic::Ordering::Relaxed)))
+            .map(|(from, to)| {
+                let (store, failed) = (store.clone(), &failed);
+                async move {
+                    let copied = store.copy(&from, &to).await;
+                    if copied.is_err() {
+                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    copied
+                }
             })
             .buffer_unordered(COPIES_IN_FLIGHT)
-            .try_for_each(|()| async { Ok(()) })
-            .await?;
+            .collect()
+            .await;
+        outcomes.into_iter().collect::<object_store::Result<()>>()?;
         Ok(())
     }
     /// Runs the handler on a version's file set: the problems, or the

@@ -123,7 +123,8 @@ impl FolderEngine {
         let journal_entry = self.journal.record(node.paths.base(), Some(&version)).await?;
         let mut pending = Uncommitted::new(self.store.clone(), node.clone(), version, journal_entry);
         let committed = self.build_and_commit(node, &change, body, based_on, &mut pending, deadline, &limits).await;
-        if committed.is_err() {
+        if let Err(error) = &committed {
+            pending.failed_with(error);
             pending.discard().await;
         }
         committed
@@ -252,6 +253,7 @@ impl FolderEngine {
         if let Some(record) = uploaded {
             // Checked again: the version rebuilt on may hold new files.
             check_no_file_folder_clash(files.keys(), path)?;
+            FoldedNames::of(files.keys()).add(path)?;
             if files.len() >= limits.max_files as usize {
                 return Err(FolderError::TooManyFiles { limit: limits.max_files });
             }

@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 
 use icu_normalizer::{ComposingNormalizerBorrowed, DecomposingNormalizerBorrowed};
+use icu_properties::CodePointSetData;
+use icu_properties::props::DefaultIgnorableCodePoint;
 use unicase::UniCase;
 
 use super::layout::{FOLDER_INDEX, RESOURCE_INDEX, VERSIONS_DIR};
@@ -27,7 +29,7 @@ pub enum NameError {
     BadFilePath { path: String, reason: &'static str },
     #[error(
         "Invalid file path '{path}': '{name}' differs from '{other}' only in case or Unicode normalisation \
-         (extracted on macOS or Windows, one would replace the other)"
+         (or in what macOS or Windows ignore in a name: extracted there, one would replace the other)"
     )]
     FoldedClash { path: String, name: String, other: String },
 }
@@ -144,10 +146,22 @@ fn prefixes(path: &str) -> impl Iterator<Item = &str> {
 }
 
 /// The form two names that a case-insensitive, normalising file system
-/// treats as one share.
+/// treats as one share: segment by segment, default-ignorable code points
+/// left out (HFS+ ignores some, such as U+200C), a Windows alternate data
+/// stream (`name:stream`) taken as its file, trailing spaces and dots
+/// dropped (Windows drops them), then NFD, full case folding, NFC.
 fn folded(name: &str) -> String {
-    let decomposed = DecomposingNormalizerBorrowed::new_nfd().normalize(name);
-    let folded = UniCase::unicode(decomposed.as_ref()).to_folded_case();
+    let ignorable = CodePointSetData::new::<DefaultIgnorableCodePoint>();
+    let segments: Vec<String> = name
+        .split('/')
+        .map(|segment| {
+            let file = segment.split(':').next().unwrap_or_default();
+            let kept: String = file.chars().filter(|c| !ignorable.contains(*c)).collect();
+            kept.trim_end_matches([' ', '.']).to_string()
+        })
+        .collect();
+    let decomposed = DecomposingNormalizerBorrowed::new_nfd().normalize(&segments.join("/")).into_owned();
+    let folded = UniCase::unicode(decomposed.as_str()).to_folded_case();
     ComposingNormalizerBorrowed::new_nfc().normalize(&folded).into_owned()
 }
 
@@ -218,6 +232,10 @@ mod tests {
             "DOCS/x.txt",
             "skill.md/x",
             "docs/R\u{c9}SUM\u{c9}.TXT",
+            "SKILL.md ",
+            "SKILL.md:hidden",
+            "SKI\u{200c}LL.md",
+            "docs\u{feff}/x.txt",
         ] {
             let error = names.clone().add(clash).unwrap_err();
             assert!(matches!(error, NameError::FoldedClash { .. }), "{clash}: {error}");

@@ -128,7 +128,19 @@ impl Staging {
     /// bytes), so the next file's bytes arrive while it is stored; a larger
     /// one is streamed, hashed alongside its writes. On error the upload is
     /// to be given up ([`Staging::discard`]).
-    pub async fn add_file<S, E>(&mut self, path: &str, mut body: S) -> Result<(), FolderError>
+    pub async fn add_file<S, E>(&mut self, path: &str, body: S) -> Result<(), FolderError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let added = self.add_one_file(path, body).await;
+        if let Err(error) = &added {
+            self.pending.failed_with(error);
+        }
+        added
+    }
+
+    async fn add_one_file<S, E>(&mut self, path: &str, mut body: S) -> Result<(), FolderError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
@@ -187,7 +199,10 @@ impl Staging {
     /// write fails the upload. The commit starts with it.
     pub async fn flush(&mut self) -> Result<(), FolderError> {
         while !self.pending.writes.is_empty() {
-            self.finish_one_write().await?;
+            if let Err(error) = self.finish_one_write().await {
+                self.pending.failed_with(&error);
+                return Err(error);
+            }
         }
         Ok(())
     }
@@ -245,15 +260,22 @@ pub(super) type Writes = tokio::task::JoinSet<Result<(String, String, usize), Fo
 /// names it as possible garbage, and what becomes of its bytes if it is
 /// never committed — deleted at once ([`Uncommitted::discard`], or in the
 /// background when dropped: a client gone, a panic) rather than a grace
-/// period later by the sweep. Once a marker naming it may have been
-/// written (a commit attempt whose outcome is unknown) it is the sweep's,
-/// which deletes only what no marker references.
+/// period later by the sweep. The journal entry goes with them only when
+/// nothing can land there any more: every write was awaited and none failed
+/// in the store (a store request cut off or failed may still complete
+/// later, so then the entry stays and the sweep looks again). Once a marker
+/// naming the version may have been written (a commit attempt whose
+/// outcome is unknown) it is the sweep's alone, which deletes only what no
+/// marker references.
 pub(super) struct Uncommitted {
     store: Arc<dyn ObjectStore>,
     node: Node,
     pub(super) version: String,
     journal_entry: Path,
     fate: Fate,
+    /// A store request of this version failed or was cut off: something
+    /// may still land under it after a discard.
+    uncertain: bool,
     /// Writes still running (a staging's small files): waited for before
     /// anything is deleted, so none lands after the delete.
     pub(super) writes: Writes,
@@ -271,7 +293,13 @@ enum Fate {
 
 impl Uncommitted {
     pub(super) fn new(store: Arc<dyn ObjectStore>, node: Node, version: String, journal_entry: Path) -> Self {
-        Self { store, node, version, journal_entry, fate: Fate::Discard, writes: Writes::new() }
+        Self { store, node, version, journal_entry, fate: Fate::Discard, uncertain: false, writes: Writes::new() }
+    }
+
+    /// Notes that `error` ended the version's writing: a store failure may
+    /// leave a request that completes later.
+    pub(super) fn failed_with(&mut self, error: &FolderError) {
+        self.uncertain |= matches!(error, FolderError::Storage(_));
     }
 
     /// A marker naming the version is about to be written: should the
@@ -300,17 +328,19 @@ impl Uncommitted {
         }
     }
 
-    /// The deletion to run, if the version is to be discarded (once).
+    /// The deletion to run, if the version is to be discarded (once);
+    /// `uncertain` keeps the journal entry for the sweep.
     fn take_discard(&mut self) -> Option<impl Future<Output = ()> + Send + 'static> {
         if self.fate != Fate::Discard {
             return None;
         }
         self.fate = Fate::Settled;
         let (store, node, version) = (self.store.clone(), self.node.clone(), self.version.clone());
-        let (entry, mut writes) = (self.journal_entry.clone(), std::mem::take(&mut self.writes));
+        let entry = (!self.uncertain).then(|| self.journal_entry.clone());
+        let mut writes = std::mem::take(&mut self.writes);
         Some(async move {
             while writes.join_next().await.is_some() {}
-            if let Err(error) = delete_uncommitted(&store, &node, &version, &entry).await {
+            if let Err(error) = delete_uncommitted(&store, &node, &version, entry.as_ref()).await {
                 tracing::debug!(%error, version, "an uncommitted version is left for the sweep");
             }
         })
@@ -318,7 +348,11 @@ impl Uncommitted {
 }
 
 impl Drop for Uncommitted {
+    /// Dropped uncommitted (a client gone mid-upload, a panic): requests of
+    /// the version's may have been cut off in flight, so its bytes go now
+    /// and its journal entry stays for the sweep.
     fn drop(&mut self) {
+        self.uncertain = true;
         let Some(discarding) = self.take_discard() else { return };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             drop(runtime.spawn(discarding));
@@ -326,12 +360,12 @@ impl Drop for Uncommitted {
     }
 }
 
-/// Deletes a version no marker names, then its journal entry.
+/// Deletes a version no marker names, then (when given) its journal entry.
 async fn delete_uncommitted(
     store: &Arc<dyn ObjectStore>,
     node: &Node,
     version: &str,
-    journal_entry: &Path,
+    journal_entry: Option<&Path>,
 ) -> Result<(), FolderError> {
     if let Some(read) = markers::read_resource_marker(store, node).await?
         && read.marker.referenced_versions().any(|referenced| referenced == version)
@@ -341,6 +375,7 @@ async fn delete_uncommitted(
     let written: Vec<Path> =
         store.list(Some(&node.paths.version(version))).map_ok(|meta| meta.location).try_collect().await?;
     crate::storage::delete_all(store.as_ref(), written).await?;
+    let Some(journal_entry) = journal_entry else { return Ok(()) };
     match store.delete(journal_entry).await {
         Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
         Err(error) => Err(error.into()),

@@ -60,6 +60,8 @@ pub struct ZipEntry {
     crc32: u32,
     /// Where its local header is in the file.
     header_at: u64,
+    /// Where its data starts (after the local header).
+    data_at: u64,
 }
 
 /// The files of a zip, in directory order: folder entries and macOS's
@@ -97,13 +99,49 @@ pub fn read_directory(file: &mut File, max_entries: u64) -> Result<ZipDirectory,
         let Some(entry) = read_directory_entry(&mut directory, &mut extra, shift)? else { continue };
         files.push(entry);
     }
-    if directory.into_inner().limit() != 0 {
+    if !directory.buffer().is_empty() || directory.into_inner().limit() != 0 {
         return Err(unreadable(format!(
             "its central directory holds more than the {} entries its end record declares",
             end.entries
         )));
     }
+    locate_data(file, &mut files, starts_at)?;
     Ok(ZipDirectory { files })
+}
+
+/// Finds where each entry's data starts (after its local header), and
+/// refuses entries whose data overlap one another or the directory: each
+/// byte of the upload is then inflated at most once, so inflating costs
+/// what reading the upload does, whatever the entries declare.
+fn locate_data(file: &mut File, files: &mut [ZipEntry], directory_at: u64) -> Result<(), ZipError> {
+    let entry_error =
+        |entry: &ZipEntry, problem: &str| ZipError::Entry { name: entry.name.clone(), problem: problem.into() };
+    for entry in files.iter_mut() {
+        let mut header = [0; 30];
+        file.seek(SeekFrom::Start(entry.header_at))?;
+        file.read_exact(&mut header).map_err(|_| entry_error(entry, "points past the end of the zip"))?;
+        if &header[..4] != LOCAL_HEADER {
+            return Err(entry_error(entry, "has no local header where the directory says"));
+        }
+        let skip = 30 + u64::from(u16_at(&header, 26)) + u64::from(u16_at(&header, 28));
+        entry.data_at = entry.header_at + skip;
+    }
+    let mut spans: Vec<(u64, u64, &ZipEntry)> = files
+        .iter()
+        .map(|entry| (entry.header_at, entry.data_at.saturating_add(entry.compressed_size), entry))
+        .collect();
+    spans.sort_by_key(|(start, ..)| *start);
+    let mut reached = 0;
+    for (start, end, entry) in spans {
+        if start < reached {
+            return Err(entry_error(entry, "overlaps another entry"));
+        }
+        if end > directory_at {
+            return Err(entry_error(entry, "runs into the central directory or past the end of the zip"));
+        }
+        reached = end;
+    }
+    Ok(())
 }
 
 /// The end record: the one `PK\5\6` whose comment ends the file (two such
@@ -130,23 +168,34 @@ fn find_end(file: &mut File, length: u64) -> Result<End, ZipError> {
     let (size, offset) = (u32_at(record, 12), u32_at(record, 16));
     let record_at = tail_start + at as u64;
     let overflowed = entries == 0xFFFF || size == 0xFFFF_FFFF || offset == 0xFFFF_FFFF;
-    if !overflowed {
-        if disk != 0 || directory_disk != 0 || on_disk != entries {
-            return Err(unreadable("it spans several disks"));
-        }
-        return Ok(End { entries: entries.into(), size: size.into(), offset: offset.into(), ends_at: record_at });
-    }
+    // A zip64 end record is used whenever its locator precedes the end
+    // record (some writers add one whose values also fit the classic
+    // fields; the directory then ends at the zip64 record).
     let locator = at.checked_sub(ZIP64_LOCATOR_BYTES).map(|from| &tail[from..at]);
-    let Some(locator) = locator.filter(|locator| &locator[..4] == ZIP64_LOCATOR) else {
+    if let Some(locator) = locator.filter(|locator| &locator[..4] == ZIP64_LOCATOR) {
+        match read_zip64_end(file, u64_at(locator, 8), record_at) {
+            Ok(end) => return Ok(end),
+            Err(error) if overflowed => return Err(error),
+            // Bytes that only looked like a locator: the classic record stands.
+            Err(_) => {}
+        }
+    } else if overflowed {
         return Err(unreadable("its end record overflows but it has no zip64 end record"));
-    };
-    let zip64_at = u64_at(locator, 8);
-    if zip64_at >= record_at {
+    }
+    if disk != 0 || directory_disk != 0 || on_disk != entries {
+        return Err(unreadable("it spans several disks"));
+    }
+    Ok(End { entries: entries.into(), size: size.into(), offset: offset.into(), ends_at: record_at })
+}
+
+/// The zip64 end record at `zip64_at` (before the classic one at `record_at`).
+fn read_zip64_end(file: &mut File, zip64_at: u64, record_at: u64) -> Result<End, ZipError> {
+    if zip64_at.saturating_add(56) > record_at {
         return Err(unreadable("its zip64 end record is misplaced"));
     }
     let mut zip64 = [0; 56];
     file.seek(SeekFrom::Start(zip64_at))?;
-    file.read_exact(&mut zip64)?;
+    file.read_exact(&mut zip64).map_err(|_| unreadable("its zip64 end record is cut short"))?;
     if &zip64[..4] != ZIP64_END_RECORD {
         return Err(unreadable("its zip64 end record is missing"));
     }
@@ -207,7 +256,8 @@ fn read_directory_entry(
             "is compressed with method {method}: only stored and deflated entries are read"
         )));
     }
-    Ok(Some(ZipEntry { name, size, compressed_size, method, crc32, header_at: header_at + shift }))
+    let header_at = header_at.checked_add(shift).ok_or_else(|| entry_error("has an offset past any file".into()))?;
+    Ok(Some(ZipEntry { name, size, compressed_size, method, crc32, header_at, data_at: 0 }))
 }
 
 /// The 8-byte values of the zip64 extended information field (0x0001).
@@ -229,19 +279,7 @@ fn zip64_fields(extra: &[u8]) -> impl Iterator<Item = u64> + '_ {
 /// The inflated bytes of `entry`: ends with an error past the size it
 /// declared, short of it, or when the CRC does not match.
 pub fn read_entry<'f>(file: &'f mut File, entry: &'f ZipEntry) -> Result<EntryReader<'f>, ZipError> {
-    let entry_error = |problem: &str| ZipError::Entry { name: entry.name.clone(), problem: problem.into() };
-    let mut header = [0; 30];
-    file.seek(SeekFrom::Start(entry.header_at))?;
-    file.read_exact(&mut header).map_err(|_| entry_error("points past the end of the zip"))?;
-    if &header[..4] != LOCAL_HEADER {
-        return Err(entry_error("has no local header where the directory says"));
-    }
-    let skip = 30 + u64::from(u16_at(&header, 26)) + u64::from(u16_at(&header, 28));
-    let data_at = entry.header_at + skip;
-    if data_at.saturating_add(entry.compressed_size) > file.metadata()?.len() {
-        return Err(entry_error("points past the end of the zip"));
-    }
-    file.seek(SeekFrom::Start(data_at))?;
+    file.seek(SeekFrom::Start(entry.data_at))?;
     let compressed = Read::by_ref(file).take(entry.compressed_size);
     let inflated: Box<dyn Read + 'f> = match entry.method {
         DEFLATED => Box::new(DeflateDecoder::new(compressed)),
@@ -416,5 +454,52 @@ mod tests {
             let error = read_directory(&mut file, 5).unwrap_err();
             assert!(error.to_string().contains(named), "{error}");
         }
+    }
+
+    /// A directory of more than 65 535 entries (the classic end record
+    /// overflows) and entries with zip64 sizes are read through the zip64
+    /// records.
+    #[test]
+    fn zip64_records_and_sizes_are_read() {
+        let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+        let mut file = zip_file(|zip| {
+            zip.start_file("s/big", stored.large_file(true)).unwrap();
+            zip.write_all(b"zip64 sizes").unwrap();
+            for n in 0..70_000 {
+                zip.start_file(format!("s/{n}"), stored).unwrap();
+            }
+        });
+        let directory = read_directory(&mut file, 100_000).unwrap();
+        assert_eq!(directory.files.len(), 70_001);
+        assert_eq!(read_all(&mut file, &directory.files[0]).unwrap(), b"zip64 sizes");
+        let error = read_directory(&mut file, 70_000).unwrap_err();
+        assert!(matches!(error, ZipError::TooManyEntries { entries: 70_001, .. }), "{error}");
+    }
+
+    /// Entries whose data overlap (each inflating the same bytes again) are
+    /// refused before anything is inflated.
+    #[test]
+    fn overlapping_entries_are_refused() {
+        let mut bytes = Vec::new();
+        zip_file(|zip| {
+            zip.start_file("s/a", deflated()).unwrap();
+            zip.write_all(&[0; 4096]).unwrap();
+            zip.start_file("s/b", deflated()).unwrap();
+            zip.write_all(&[0; 4096]).unwrap();
+        })
+        .read_to_end(&mut bytes)
+        .unwrap();
+        let second = bytes
+            .windows(4)
+            .enumerate()
+            .filter(|(_, w)| *w == DIRECTORY_ENTRY)
+            .map(|(at, _)| at)
+            .nth(1)
+            .expect("two directory entries");
+        bytes[second + 42..second + 46].copy_from_slice(&0u32.to_le_bytes());
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&bytes).unwrap();
+        let error = read_directory(&mut file, 5).unwrap_err();
+        assert!(error.to_string().contains("overlaps another entry"), "{error}");
     }
 }

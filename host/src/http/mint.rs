@@ -404,7 +404,7 @@ pub(super) struct Deployment {
 /// The application a deployment id names, if the caller may call it: a
 /// configuration application or a stored definition the caller can read,
 /// whose `user_roles` admit the caller. A stored definition is read at most
-/// `resources.max_size` and parsed once per etag.
+/// `proxy.max_definition_bytes` and parsed once per etag.
 pub(super) async fn resolve(
     state: &AppState,
     caller: &Caller,
@@ -473,6 +473,7 @@ async fn stored(state: &AppState, caller: &Caller, id: &str, reader: Reader) -> 
                 ),
             ));
         }
+        let _budget = definitions.reserve(meta.content_length).await;
         let bytes = read_stream(content, max).await?;
         let app = Application::from_stored(&bytes).map_err(|why| {
             tracing::error!(deployment = id, why, "stored application definition");
