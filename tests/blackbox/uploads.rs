@@ -285,3 +285,61 @@ async fn names_one_file_system_sees_as_one_are_refused() {
     let fine = f.client.put_files(&format!("{url}/files/docs/b.md"), &key, &[("x", b"x")]).await;
     assert_eq!(fine.status, 200, "a new name in a folder already there: {}", fine.body);
 }
+
+/// Item 1, the client's side: an upload whose client goes away mid-body has
+/// the files it already wrote deleted at once, not a grace period later.
+/// (A large file's unfinished multipart upload is no object: the local disk
+/// reclaims it at start, cloud stores by their lifecycle rule.)
+#[tokio::test]
+async fn an_upload_whose_client_goes_away_leaves_no_bytes() {
+    use tokio::io::AsyncWriteExt;
+    let f = Fixture::start("").with_bucket().await;
+    const BOUNDARY: &str = "cut-off-6b1e";
+    let md = skill_md("cut");
+    let mut head =
+        format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"SKILL.md\"\r\n\r\n")
+            .into_bytes();
+    head.extend_from_slice(&md);
+    for n in 0..3 {
+        head.extend(
+            format!(
+                "\r\n--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"notes/{n}.md\"\r\n\r\n"
+            )
+            .bytes(),
+        );
+        head.extend_from_slice(&[b'n'; 4096]);
+    }
+    head.extend(
+        format!("\r\n--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.bin\"\r\n\r\n")
+            .bytes(),
+    );
+    let request = format!(
+        "PUT /v2/skills/{}/cut HTTP/1.1\r\nHost: x\r\nApi-Key: {KEY}\r\n\
+         Content-Type: multipart/form-data; boundary={BOUNDARY}\r\nContent-Length: {}\r\n\r\n",
+        f.bucket,
+        head.len() + (8 << 20)
+    );
+    let mut socket = tokio::net::TcpStream::connect(f.server.address()).await.unwrap();
+    socket.write_all(request.as_bytes()).await.unwrap();
+    socket.write_all(&head).await.unwrap();
+    socket.write_all(&vec![7u8; 3 << 20]).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let written = |f: &Fixture| {
+        files_below(&f.setup.path().join("data"))
+            .into_iter()
+            .map(|path| path.to_string_lossy().into_owned())
+            .filter(|path| path.contains("/cut/v/") && !path.contains('#'))
+            .collect::<Vec<_>>()
+    };
+    assert!(!written(&f).is_empty(), "the small files were written before the client went away");
+    drop(socket);
+    let mut left = written(&f);
+    for _ in 0..50 {
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        left = written(&f);
+    }
+    assert_eq!(left, Vec::<String>::new(), "a cut-off upload's files stayed");
+}
