@@ -19,11 +19,15 @@
 //!    throughput and the server's peak RSS, versus the same bytes written
 //!    straight through `object_store`'s multipart upload;
 //! 6. what version history costs a commit: whole and single-file PUTs of a
-//!    small skill on S3 (moto) keeping ten versions, versus keeping one.
+//!    small skill on S3 (moto) keeping ten versions, versus keeping one;
+//! 7. the names of a 1 000-file upload checked as one file system would
+//!    see them (`FoldedNames`: NFD, case folding, NFC per path and folder),
+//!    versus the path and file/folder checks every file already met
+//!    (`names`).
 //!
 //! `cargo bench -p dial-host --bench folders` prints Markdown tables for
 //! `docs/benchmarks.md`; `… -- keep-alive` (or `put-get`, `put-get-local`,
-//! `put-get-s3`, `put-get-azure`, `download`, `listing`, `listing-v1`, `listing-100k`, `listing-rss`, `upload-s3`, `history`) runs only the items named. Latencies are medians over
+//! `put-get-s3`, `put-get-azure`, `download`, `listing`, `listing-v1`, `listing-100k`, `listing-rss`, `upload-s3`, `history`, `names`) runs only the items named. Latencies are medians over
 //! iterations unless a table says otherwise.
 
 mod common;
@@ -129,6 +133,9 @@ fn main() {
     }
     if wanted("upload-s3") {
         runtime.block_on(big_upload_to_s3());
+    }
+    if wanted("names") {
+        names();
     }
     if wanted("download") {
         runtime.block_on(big_download());
@@ -1243,6 +1250,44 @@ async fn history(handler: &Handler, store: Arc<dyn ObjectStore>) {
         "keeping ten versions vs one: whole PUT **{:.2}×**, single-file PUT **{:.2}×**",
         ratio(medians[1].0, medians[0].0),
         ratio(medians[1].1, medians[0].1)
+    );
+    println!();
+}
+
+/// Item 7: what the folded-name check adds per upload of 1 000 files (four
+/// levels deep), against the checks each file already met, in one run.
+fn names() {
+    use dial_host::folders::names::{FoldedNames, check_file_path, check_no_file_folder_clash};
+    const FILES: usize = 1000;
+    const ROUNDS: usize = 31;
+    let paths: Vec<String> = (0..FILES).map(|n| format!("scripts/lib{}/module_{n}/file-{n}.py", n % 10)).collect();
+    let (mut baseline, mut folded) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        let start = Instant::now();
+        let mut seen: Vec<String> = Vec::with_capacity(FILES);
+        for path in &paths {
+            check_file_path(path).unwrap();
+            check_no_file_folder_clash(&seen, path).unwrap();
+            seen.push(path.clone());
+        }
+        baseline.push(start.elapsed());
+        let start = Instant::now();
+        let mut names = FoldedNames::default();
+        for path in &paths {
+            names.add(path).unwrap();
+        }
+        folded.push(start.elapsed());
+    }
+    let (baseline, folded) = (median(baseline), median(folded));
+    println!("### Names of a {FILES}-file upload (median of {ROUNDS})");
+    println!();
+    println!("| check | median | vs baseline |");
+    println!("|---|---|---|");
+    println!("| path rules + file/folder clashes (baseline) | {} | 1.00x |", ms(baseline));
+    println!(
+        "| folded names (NFD, case folding, NFC per path and folder) | {} | {:.2}x |",
+        ms(folded),
+        folded.as_secs_f64() / baseline.as_secs_f64()
     );
     println!();
 }

@@ -1,7 +1,7 @@
 //! The structural names v2 reserves, and the rules for file paths inside a
 //! resource. Checked before anything is written.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use icu_normalizer::{ComposingNormalizerBorrowed, DecomposingNormalizerBorrowed};
 use icu_properties::CodePointSetData;
@@ -108,7 +108,11 @@ pub fn check_no_file_folder_clash<'a>(
 /// NFC) with the name it was given.
 #[derive(Debug, Default, Clone)]
 pub struct FoldedNames {
+    /// Folded form → the name it was given.
     seen: HashMap<String, String>,
+    /// Names as given, folded already (a folder shared by many files is
+    /// folded once).
+    given: HashSet<String>,
 }
 
 impl FoldedNames {
@@ -118,7 +122,9 @@ impl FoldedNames {
         let mut names = Self::default();
         for path in paths {
             for name in prefixes(path) {
-                names.seen.entry(folded(name)).or_insert_with(|| name.to_string());
+                if names.given.insert(name.to_string()) {
+                    names.seen.entry(folded(name)).or_insert_with(|| name.to_string());
+                }
             }
         }
         names
@@ -127,13 +133,16 @@ impl FoldedNames {
     /// Adds `path`: refused when it or a folder above it folds to the same
     /// name as another name of the set.
     pub fn add(&mut self, path: &str) -> Result<(), NameError> {
-        let names: Vec<(&str, String)> = prefixes(path).map(|name| (name, folded(name))).collect();
+        // A name given before is no clash with what it was checked against.
+        let names: Vec<(&str, String)> =
+            prefixes(path).filter(|name| !self.given.contains(*name)).map(|name| (name, folded(name))).collect();
         for (name, key) in &names {
             if let Some(other) = self.seen.get(key).filter(|other| other != name) {
                 return Err(NameError::FoldedClash { path: path.into(), name: name.to_string(), other: other.clone() });
             }
         }
         for (name, key) in names {
+            self.given.insert(name.to_string());
             self.seen.entry(key).or_insert_with(|| name.to_string());
         }
         Ok(())
@@ -160,7 +169,12 @@ fn folded(name: &str) -> String {
             kept.trim_end_matches([' ', '.']).to_string()
         })
         .collect();
-    let decomposed = DecomposingNormalizerBorrowed::new_nfd().normalize(&segments.join("/")).into_owned();
+    let name = segments.join("/");
+    // ASCII is its own NFD and NFC, and folds as it lowercases.
+    if name.is_ascii() {
+        return name.to_ascii_lowercase();
+    }
+    let decomposed = DecomposingNormalizerBorrowed::new_nfd().normalize(&name).into_owned();
     let folded = UniCase::unicode(decomposed.as_str()).to_folded_case();
     ComposingNormalizerBorrowed::new_nfc().normalize(&folded).into_owned()
 }
