@@ -52,9 +52,11 @@ features.tokenize_endpoint = "{echo}/tokenize"
 features.truncate_prompt_endpoint = "{echo}/truncate_prompt"
 features.configuration_endpoint = "{echo}/configuration"
 features.tools_supported = true
+features.skills_supported = true
 [applications.echo-big]
 interfaces.chat_completions.base_url = "{base}"
 application_properties = {{ big = "{big}" }}
+features.skillsSupported = true
 [applications.embed]
 interfaces.embeddings.base_url = "{base}"
 [applications.maker]
@@ -350,8 +352,8 @@ async fn answers_carry_dials_headers_and_stored_definitions_refuse_what_the_host
             "function is not supported by this host",
         ),
         (
-            json!({"endpoint": "http://127.0.0.1:9/chat", "features": {"skillsSupported": true}}),
-            "features.skills_supported is not supported",
+            json!({"endpoint": "http://127.0.0.1:9/chat", "features": {"addonsSupported": true}}),
+            "features.addons_supported is not supported",
         ),
         (
             json!({"interfaces": {"chatCompletions": {"baseUrl": "http://a", "mode": "translator"}}}),
@@ -362,4 +364,102 @@ async fn answers_carry_dials_headers_and_stored_definitions_refuse_what_the_host
         assert_eq!(reply.status, 400, "{definition}: {}", reply.body);
         assert!(reply.body.contains(named), "{definition}: {}", reply.body);
     }
+}
+
+/// A skill for the per-message test: `SKILL.md` only.
+fn skill_md(name: &str) -> String {
+    format!("---\nname: {name}\ndescription: Picked for one message.\n---\n# {name}\n")
+}
+
+/// Issue 39, item 1 (DIAL Core #1956, #1976): the skills a user picks for a message
+/// (`custom_content.skills`, as DIAL Chat sends them) reach an aidial-sdk application, which reads
+/// each with its key — the ZIP, one file, the metadata — a public one without any grant, and cannot
+/// read a skill it was not given. A URL that is no skill is a 400, a skill the user cannot read a
+/// 403 before the application is called, a skill without a url a 400. `features.skills_supported`
+/// (config `skillsSupported` too) shows in the listings aidial-client parses.
+#[tokio::test]
+async fn skills_picked_for_a_message_reach_the_application_with_its_key() {
+    let Some(f) = Fixture::start().await else { return };
+    let client = f.server.client();
+    let boss = User::new(&client, HS_SECRET, "boss", &["admin"]).await;
+    let put_skill = |user: &User, bucket: &str, name: &str| {
+        let (client, url, token) = (client.clone(), format!("/v2/skills/{bucket}/{name}"), user.token.clone());
+        let content = skill_md(name.rsplit('/').next().unwrap());
+        async move {
+            let auth = [("Authorization", token.as_str())];
+            let reply = client.put_files(&url, &auth, &[("SKILL.md", content.as_bytes())]).await;
+            assert_eq!(reply.status, 200, "{url}: {}", reply.body);
+        }
+    };
+    put_skill(&f.alice, &f.alice.bucket, "picked").await;
+    put_skill(&f.alice, &f.alice.bucket, "other").await;
+    put_skill(&f.bob, &f.bob.bucket, "secret").await;
+    put_skill(&boss, "public", "team/shared").await;
+    let picked = format!("skills/{}/picked", f.alice.bucket);
+    let other = format!("skills/{}/other", f.alice.bucket);
+    let public = "skills/public/team/shared".to_string();
+
+    let message = format!("skills read-skill:{other}");
+    let result = f
+        .dial_as(
+            &f.alice,
+            "chat",
+            &["--deployment", "echo-sdk", "--message", &message, "--skill", &picked, "--skill", &public],
+        )
+        .await;
+    let report = report(&result);
+    let served = client.get(&format!("/v2/{picked}"), &f.alice.auth()).await;
+    let served_sha256 = {
+        use sha2::Digest;
+        sha2::Sha256::digest(&served.bytes).iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    let read = &report["skills"][&picked];
+    assert_eq!(
+        (&read["zip"], &read["skill_md"], &read["metadata"]),
+        (&json!(200), &json!(200), &json!(200)),
+        "{report}"
+    );
+    assert_eq!(read["zip_sha256"], served_sha256, "the ZIP the application read is the one served");
+    assert_eq!((&read["skill_md_text"], &read["name"]), (&json!(skill_md("picked")), &json!("picked")), "{report}");
+    let shared = &report["skills"][&public];
+    assert_eq!((&shared["zip"], &shared["name"]), (&json!(200), &json!("shared")), "a public skill: {report}");
+    assert_eq!(report["unpicked"][&other]["zip"], 403, "a skill the message did not pick: {report}");
+
+    let chat = |skills: Value| {
+        let body = json!({"messages": [{"role": "user", "content": "skills", "custom_content": {"skills": skills}}]});
+        let body = body.to_string();
+        let f = &f;
+        async move {
+            f.dial_as(&f.alice, "call", &["--path", "/openai/deployments/echo-sdk/chat/completions", "--body", &body])
+                .await
+        }
+    };
+    let secret = format!("skills/{}/secret", f.bob.bucket);
+    let file = f.put_file(&f.alice, "doc.txt", "not a skill").await;
+    for (skills, status, named) in [
+        (json!([{"url": secret}]), 403, "Access denied to the skill"),
+        (json!([{"url": file}]), 400, "is not a SKILL resource"),
+        (json!([{"url": format!("skills/{}/missing", f.alice.bucket)}]), 400, "is not a SKILL resource"),
+        (json!([{"title": "no url"}]), 400, "has no url"),
+        (json!([{"url": " "}]), 400, "has no url"),
+    ] {
+        let refused = chat(skills.clone()).await;
+        assert_eq!(refused["status"], status, "{skills}: {refused}");
+        assert!(refused["body"].to_string().contains(named), "{skills}: {refused}");
+    }
+
+    for listing in ["/openai/deployments", "/openai/applications"] {
+        let listed = client.get(listing, &f.alice.auth()).await.json();
+        let features = |id: &str| {
+            let item = listed["data"].as_array().unwrap().iter().find(|d| d["id"] == id).unwrap();
+            item["features"]["skills_supported"].clone()
+        };
+        assert_eq!(
+            (features("echo-sdk"), features("echo-big"), features("embed")),
+            (json!(true), json!(true), json!(false)),
+            "{listing}: {listed}"
+        );
+    }
+    let one = client.get("/openai/deployments/echo-sdk", &f.alice.auth()).await.json();
+    assert_eq!(one["features"]["skills_supported"], true, "{one}");
 }

@@ -51,8 +51,14 @@ def listings(client: Dial, args: argparse.Namespace) -> dict[str, Any]:
 
 def chat(client: Dial, args: argparse.Namespace) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "user", "content": args.message}
+    custom_content: dict[str, Any] = {}
     if args.attachment:
-        message["custom_content"] = {"attachments": [{"url": url} for url in args.attachment]}
+        custom_content["attachments"] = [{"url": url} for url in args.attachment]
+    if args.skill:
+        # DIAL Chat's per-message skills (DIAL Core #1956): `{url}` entries.
+        custom_content["skills"] = [{"url": url} for url in args.skill]
+    if custom_content:
+        message["custom_content"] = custom_content
     request: dict[str, Any] = {
         "deployment_name": args.deployment,
         "messages": [message],
@@ -105,6 +111,7 @@ def main() -> dict[str, Any]:
     parser.add_argument("--message", default="")
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--attachment", action="append", default=[])
+    parser.add_argument("--skill", action="append", default=[])
     parser.add_argument("--temperature", type=float)
     parser.add_argument("--configuration")
     parser.add_argument("--header", action="append", default=[])

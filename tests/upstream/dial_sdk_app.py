@@ -12,7 +12,11 @@ and the per-request key each request carried:
                (`request_dial_application_properties()`: the header, or the host's
                GET /openai/applications/{id}), the deployment features header, the fields the
                definition's defaults fill in; the last user message's `read:<url>` commands read a
-               file with the key. Its rate, tokenize, truncate_prompt and configuration endpoints
+               file with the key; `skills` reads each skill the message picked
+               (`custom_content.skills`, DIAL Core #1956) with the key — its ZIP, its SKILL.md, its
+               metadata — and `read-skill:<url>` tries the same on a skill it did not pick. The app is
+               built with `allow_extra_request_fields=True`: aidial-sdk 0.46 refuses the request field
+               otherwise. Its rate, tokenize, truncate_prompt and configuration endpoints
                answer as the SDK's contract says; rates are recorded (GET /rates).
     echo-big   echo-sdk again, for a definition whose properties are too large for a header.
     embed      embeddings (aidial-sdk's `Embeddings`): one vector per input, [token count, key length];
@@ -38,10 +42,12 @@ app (the host's configuration names the app's port).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import uuid
 from typing import Any
 
+import httpx
 from aidial_client import AsyncDial
 from aidial_sdk import DIALApp
 from aidial_sdk.chat_completion import ChatCompletion, Request, Response
@@ -97,6 +103,31 @@ def attachment_urls(custom_content: Any) -> list[str]:
     return [attachment.url for attachment in attachments if attachment.url]
 
 
+def picked_skills(request: Request) -> list[str]:
+    """The skills the last user message picked: an extra field of aidial-sdk's `CustomContent`."""
+    users = [m for m in request.messages if m.role == "user"]
+    custom_content = users[-1].custom_content if users else None
+    skills = getattr(custom_content, "skills", None) or []
+    return [skill["url"] for skill in skills if isinstance(skill, dict) and skill.get("url")]
+
+
+async def read_skill(request: Request, url: str) -> dict[str, Any]:
+    """A skill as an application reads it with its key: the ZIP, its SKILL.md, its metadata."""
+    headers = {"Api-Key": request.api_key}
+    async with httpx.AsyncClient(base_url=state.dial_url, headers=headers) as http:
+        archive = await http.get(f"/v2/{url}")
+        skill_md = await http.get(f"/v2/{url}/files/SKILL.md")
+        metadata = await http.get(f"/v2/metadata/{url}")
+    return {
+        "zip": archive.status_code,
+        "zip_sha256": hashlib.sha256(archive.content).hexdigest() if archive.status_code == 200 else None,
+        "skill_md": skill_md.status_code,
+        "skill_md_text": skill_md.text if skill_md.status_code == 200 else None,
+        "metadata": metadata.status_code,
+        "name": metadata.json().get("metadata", {}).get("name") if metadata.status_code == 200 else None,
+    }
+
+
 def failure(error: Exception) -> dict[str, Any]:
     return {"status": getattr(error, "status_code", None), "error": f"{type(error).__name__}: {error}"}
 
@@ -142,6 +173,11 @@ class Echo(ChatCompletion):
             if command.startswith("read:"):
                 url = command.removeprefix("read:")
                 report["reads"][url] = await read(client, url)
+            elif command == "skills":
+                report["skills"] = {url: await read_skill(request, url) for url in picked_skills(request)}
+            elif command.startswith("read-skill:"):
+                url = command.removeprefix("read-skill:")
+                report.setdefault("unpicked", {})[url] = await read_skill(request, url)
         answer(response, report)
 
     async def rate_response(self, request: RateRequest) -> None:
@@ -248,7 +284,8 @@ class Chainer(ChatCompletion):
 
 
 def app() -> DIALApp:
-    dial_app = DIALApp(add_healthcheck=True)
+    # Per-message skills (`custom_content.skills`) are a field aidial-sdk 0.46 does not know yet.
+    dial_app = DIALApp(add_healthcheck=True, allow_extra_request_fields=True)
     dial_app.add_chat_completion("echo-sdk", Echo())
     dial_app.add_chat_completion("echo-big", Echo())
     dial_app.add_embeddings("embed", Embed())

@@ -60,5 +60,6 @@ pub const FEATURE_FLAGS: &[&str] = &[
     "max_tokens_supported",
     "max_completion_tokens_supported",
     "custom_temperature_supported",
+    "skills_supported",
 ];
 pub const FEATURE_LISTS: &[&str] = &["reasoning_efforts"];

@@ -266,6 +266,9 @@ pub struct Features {
     pub max_tokens_supported: Option<bool>,
     pub max_completion_tokens_supported: Option<bool>,
     pub custom_temperature_supported: Option<bool>,
+    /// Whether a user may pick skills per message for it (DIAL Chat shows
+    /// its skills menu only then); the host takes them either way.
+    pub skills_supported: Option<bool>,
     pub reasoning_efforts: Option<Vec<String>>,
 }
 
@@ -407,6 +410,7 @@ impl Application {
             custom_temperature_supported: flag(f.custom_temperature_supported, true),
             reasoning_efforts: f.reasoning_efforts.clone().unwrap_or_default(),
             consent_required: flag(f.consent_required, false),
+            skills_supported: flag(f.skills_supported, false),
         }
     }
 
@@ -474,6 +478,8 @@ pub struct FeaturesData {
     pub reasoning_efforts: Vec<String>,
     /// The host's: calls need the user's consent first.
     pub consent_required: bool,
+    /// Skills may be picked per message (`custom_content.skills`).
+    pub skills_supported: bool,
 }
 
 /// The applications the configuration defines, checked at load.
@@ -575,6 +581,9 @@ mod config_schema {
         max_tokens_supported: Option<bool>,
         max_completion_tokens_supported: Option<bool>,
         custom_temperature_supported: Option<bool>,
+        /// DIAL Core reads `skillsSupported` in its configuration too.
+        #[serde(alias = "skillsSupported")]
+        skills_supported: Option<bool>,
         reasoning_efforts: Option<Vec<String>>,
     }
 }
@@ -721,7 +730,6 @@ mod tests {
 
         for (table, named) in [
             (json!({"endpoint": "http://a", "function": {}}), "unknown field `function`"),
-            (json!({"endpoint": "http://a", "features": {"skills_supported": true}}), "skills_supported"),
             (
                 json!({"interfaces": {"chat_completions": {"base_url": "sdk:5000"}}}),
                 "interfaces.chat_completions.base_url must be",

@@ -809,11 +809,11 @@ mod tests {
             ]
         );
         assert_eq!(
-            issues(json!({"endpoint": "http://a", "features": {"skillsSupported": true, "rateEndpoint": 1},
+            issues(json!({"endpoint": "http://a", "features": {"addonsSupported": true, "rateEndpoint": 1},
                           "mcp": {"endpoint": "http://m", "headers": {}},
                           "interfaces": {"embeddings": {"baseUrl": "http://e", "mode": "translator"}, "images": {}}})),
             [
-                "features.skills_supported is not supported by this host",
+                "features.addons_supported is not supported by this host",
                 "features.rate_endpoint must be a string, not a number",
                 "interfaces.images is not supported by this host",
                 "interfaces.embeddings.mode is not supported by this host",

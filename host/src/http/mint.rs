@@ -159,7 +159,7 @@ async fn call(
     if api.is_llm() && !is_json(&headers) {
         return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"));
     }
-    let mut grants = if api.is_llm() { attachment_grants(state, caller, api, &body).await? } else { Vec::new() };
+    let mut grants = if api.is_llm() { link_grants(state, caller, api, &body).await? } else { Vec::new() };
     let body = match application.defaults_for(api) {
         Some(defaults) => proxy
             .with_defaults(body, defaults)
@@ -485,23 +485,19 @@ async fn stored(state: &AppState, caller: &Caller, id: &str, reader: Reader) -> 
     }
 }
 
-/// READ grants for the request's attachments; one the caller cannot read
-/// fails the whole call before the application is contacted (the first such
-/// stops the check). The body is scanned for links without building a tree
-/// of it, and at most `proxy.max_attachments` are taken (400 beyond).
-async fn attachment_grants(
-    state: &AppState,
-    caller: &Caller,
-    api: Api,
-    body: &Bytes,
-) -> Result<Vec<KeyGrant>, ApiError> {
-    let urls =
+/// READ grants for the request's attachments and for the skills its
+/// messages picked; one the caller cannot read fails the whole call before
+/// the application is contacted (the first such stops the check). The body
+/// is scanned for links without building a tree of it, and at most
+/// `proxy.max_attachments` are taken (400 beyond).
+async fn link_grants(state: &AppState, caller: &Caller, api: Api, body: &Bytes) -> Result<Vec<KeyGrant>, ApiError> {
+    let links =
         state.proxy().attachments(api, body.clone()).await.map_err(|error| ApiError::bad_request(error.to_string()))?;
-    let mut grants = Vec::with_capacity(urls.len());
+    let mut grants = Vec::with_capacity(links.attachments.len() + links.skills.len());
     // One read of the access state (each owner's shares, the public rules)
-    // decides every attachment of the call.
+    // decides every link of the call.
     let mut access_state = StateRead::default();
-    for url in urls {
+    for url in links.attachments {
         let denied = || ApiError::new(StatusCode::FORBIDDEN, format!("Access denied to the file {url}"));
         let link = state.catalog().parse_link(&url).map_err(|_| denied())?;
         let link = state.catalog().canonical(link).await?;
@@ -511,8 +507,43 @@ async fn attachment_grants(
         }
         grants.push(KeyGrant { url: link.key(), read: true, write: false });
     }
+    for url in links.skills {
+        if let Some(grant) = skill_grant(state, caller, &url, &mut access_state).await? {
+            grants.push(grant);
+        }
+    }
     Ok(grants)
 }
+
+/// A skill picked for a message, as DIAL Core takes it (#1956): what is
+/// not a skill resource is a 400, one the caller cannot read a 403 (before
+/// anything else is said of it); a public one needs no grant (the key
+/// reads `public` as its user does); any other gets READ on the skill —
+/// its files included — for the called application's key.
+async fn skill_grant(
+    state: &AppState,
+    caller: &Caller,
+    url: &str,
+    access_state: &mut StateRead,
+) -> Result<Option<KeyGrant>, ApiError> {
+    let not_a_skill = || ApiError::bad_request(format!("{url} is not a SKILL resource"));
+    let link = state.catalog().parse_link(url).map_err(|_| not_a_skill())?;
+    if link.kind.resource_type() != SKILL_RESOURCE_TYPE {
+        return Err(not_a_skill());
+    }
+    let link = state.catalog().canonical(link).await?;
+    let resource = Resource { url: &link.url, location: &link.location };
+    if !state.access().permissions_within(caller, resource, access_state).await?.read {
+        return Err(ApiError::new(StatusCode::FORBIDDEN, format!("Access denied to the skill {url}")));
+    }
+    if link.url.is_folder() || !state.catalog().exists(&link).await? {
+        return Err(not_a_skill());
+    }
+    Ok((!link.url.is_public()).then(|| KeyGrant { url: link.key(), read: true, write: false }))
+}
+
+/// DIAL's `resourceType` of the skills a message may pick.
+const SKILL_RESOURCE_TYPE: &str = "SKILL";
 
 /// The callee's place in the chain: the caller's path (for an application
 /// calling on, the path its key carries; for the root call, who made it),

@@ -15,6 +15,11 @@
 //! [`answer_links`] reads an application's answer the same way (the
 //! attachments of `choices[].message` or, in a stream, `choices[].delta`).
 //!
+//! Chat completions also carry the skills a user picked for a message
+//! (`messages[].custom_content.skills[].url`, DIAL Core #1956): collected
+//! apart, since they are checked as skills; one without a `url` refuses the
+//! call. (DIAL collects them on the chat path only, and so does the host.)
+//!
 //! Absolute (`http…`) and `data:` URLs are the client's business, not links
 //! to resources here, and are skipped.
 //!
@@ -34,22 +39,33 @@ use crate::apps::Api;
 pub enum CollectError {
     #[error("A request may carry at most {0} attachments")]
     TooMany(usize),
+    #[error("A skill of a message has no url: each of custom_content.skills must name one")]
+    SkillWithoutUrl,
     #[error("Invalid JSON body: {0}")]
     Json(serde_json::Error),
 }
 
-/// The resource links in a request body, in order, each once; at most `max`.
-pub fn collect(api: Api, body: &[u8], max: usize) -> Result<Vec<String>, CollectError> {
-    let mut links = Links { found: Vec::new(), seen: HashSet::new(), max, too_many: false };
+/// What a request hands the application: attachments, and the skills
+/// picked for its messages; each once, in order.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct RequestLinks {
+    pub attachments: Vec<String>,
+    pub skills: Vec<String>,
+}
+
+/// The resource links in a request body; at most `max` of both kinds together.
+pub fn collect(api: Api, body: &[u8], max: usize) -> Result<RequestLinks, CollectError> {
+    let mut links = Links::new(max, api == Api::ChatCompletions);
     if !api.is_llm() {
-        return Ok(Vec::new());
+        return Ok(RequestLinks::default());
     }
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let outcome =
         Seed(Root { api, links: &mut links }).deserialize(&mut deserializer).and_then(|()| deserializer.end());
     match outcome {
-        Ok(()) => Ok(links.found),
+        Ok(()) => Ok(RequestLinks { attachments: links.found, skills: links.skills }),
         Err(_) if links.too_many => Err(CollectError::TooMany(max)),
+        Err(_) if links.skill_without_url => Err(CollectError::SkillWithoutUrl),
         Err(error) => Err(CollectError::Json(error)),
     }
 }
@@ -58,23 +74,59 @@ pub fn collect(api: Api, body: &[u8], max: usize) -> Result<Vec<String>, Collect
 struct Links {
     found: Vec<String>,
     seen: HashSet<String>,
+    /// Skills picked for messages (collected only where `take_skills`).
+    skills: Vec<String>,
+    take_skills: bool,
     max: usize,
     /// Set when reading stopped because `max` was passed.
     too_many: bool,
+    /// Set when reading stopped at a skill without a url.
+    skill_without_url: bool,
 }
 
 impl Links {
+    fn new(max: usize, take_skills: bool) -> Self {
+        Links {
+            found: Vec::new(),
+            seen: HashSet::new(),
+            skills: Vec::new(),
+            take_skills,
+            max,
+            too_many: false,
+            skill_without_url: false,
+        }
+    }
+
     fn push<E: de::Error>(&mut self, url: &str) -> Result<(), E> {
         let absolute = url.contains("://") || url.starts_with("data:");
         if absolute || url.is_empty() || self.seen.contains(url) {
             return Ok(());
         }
-        if self.found.len() == self.max {
+        self.room()?;
+        self.seen.insert(url.to_string());
+        self.found.push(url.to_string());
+        Ok(())
+    }
+
+    /// A skill picked for a message: its url must be there.
+    fn push_skill<E: de::Error>(&mut self, url: Option<String>) -> Result<(), E> {
+        let Some(url) = url.filter(|url| !url.trim().is_empty()) else {
+            self.skill_without_url = true;
+            return Err(E::custom("a skill without a url"));
+        };
+        if self.skills.contains(&url) {
+            return Ok(());
+        }
+        self.room()?;
+        self.skills.push(url);
+        Ok(())
+    }
+
+    fn room<E: de::Error>(&mut self) -> Result<(), E> {
+        if self.found.len() + self.skills.len() == self.max {
             self.too_many = true;
             return Err(E::custom("too many attachments"));
         }
-        self.seen.insert(url.to_string());
-        self.found.push(url.to_string());
         Ok(())
     }
 }
@@ -201,7 +253,7 @@ impl Shape for CustomInput<'_> {
 /// `custom_content.attachments` and those of its stages. A body that is not
 /// such JSON (`[DONE]`) carries none.
 pub fn answer_links(answer: &[u8]) -> Vec<String> {
-    let mut links = Links { found: Vec::new(), seen: HashSet::new(), max: usize::MAX, too_many: false };
+    let mut links = Links::new(usize::MAX, false);
     let mut deserializer = serde_json::Deserializer::from_slice(answer);
     let _ = Seed(Answer { links: &mut links }).deserialize(&mut deserializer);
     links.found
@@ -268,7 +320,8 @@ impl Shape for Message<'_> {
     }
 }
 
-/// DIAL's `custom_content`: attachments, and those of each stage.
+/// DIAL's `custom_content`: attachments, those of each stage, and the
+/// skills picked for the message.
 struct CustomContent<'l> {
     links: &'l mut Links,
 }
@@ -279,6 +332,7 @@ impl Shape for CustomContent<'_> {
             match key.as_str() {
                 "attachments" => map.next_value_seed(Seed(Attachments { links: &mut *self.links }))?,
                 "stages" => map.next_value_seed(Seed(Stages { links: &mut *self.links }))?,
+                "skills" if self.links.take_skills => map.next_value_seed(Seed(Skills { links: &mut *self.links }))?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -330,6 +384,28 @@ impl Shape for Attachment<'_> {
             Some(url) => self.links.push(&url),
             None => Ok(()),
         }
+    }
+}
+
+array_of!(Skills, Skill);
+
+/// `{"url": …}`, which must be there.
+struct Skill<'l> {
+    links: &'l mut Links,
+}
+
+impl Shape for Skill<'_> {
+    fn map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut url = None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "url" => map.next_value_seed(Seed(Captured { slot: &mut url }))?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            };
+        }
+        self.links.push_skill(url)
     }
 }
 
@@ -467,7 +543,7 @@ mod tests {
     }
 
     fn links(api: Api, body: &serde_json::Value) -> Vec<String> {
-        collect(api, body.to_string().as_bytes(), 1000).unwrap()
+        collect(api, body.to_string().as_bytes(), 1000).unwrap().attachments
     }
 
     #[test]
@@ -504,7 +580,38 @@ mod tests {
         let attachment = |i: usize| json!({"url": format!("files/B/{i}.txt")});
         let many: Vec<_> = (0..5).map(attachment).chain((0..5).map(attachment)).collect();
         let body = json!({"messages": [{"custom_content": {"attachments": many}}]}).to_string();
-        assert_eq!(collect(Api::ChatCompletions, body.as_bytes(), 5).unwrap().len(), 5, "repeats count once");
+        assert_eq!(
+            collect(Api::ChatCompletions, body.as_bytes(), 5).unwrap().attachments.len(),
+            5,
+            "repeats count once"
+        );
         assert!(matches!(collect(Api::ChatCompletions, body.as_bytes(), 4), Err(CollectError::TooMany(4))));
+    }
+
+    /// DIAL Core #1956: the skills picked for a message, chat completions
+    /// only; a skill without a url (or a blank one) refuses the call; they
+    /// count toward the bound with the attachments.
+    #[test]
+    fn skills_picked_for_messages() {
+        let body = json!({"messages": [
+            {"role": "user", "content": "one", "custom_content": {
+                "skills": [{"url": "skills/B/pdf"}, {"url": "skills/public/team/review"}],
+                "attachments": [{"url": "files/B/a.txt"}]}},
+            {"role": "user", "content": "two", "custom_content": {"skills": [{"url": "skills/B/pdf"}]}}
+        ]});
+        let collected = collect(Api::ChatCompletions, body.to_string().as_bytes(), 1000).unwrap();
+        assert_eq!(collected.skills, ["skills/B/pdf", "skills/public/team/review"]);
+        assert_eq!(collected.attachments, ["files/B/a.txt"]);
+        assert!(matches!(collect(Api::ChatCompletions, body.to_string().as_bytes(), 2), Err(CollectError::TooMany(2))));
+        for api in [Api::Responses, Api::AnthropicMessages] {
+            let other = json!({"messages": [{"custom_content": {"skills": [{"url": "skills/B/pdf"}]}}],
+                               "input": [{"custom_content": {"skills": [{"url": "skills/B/pdf"}]}}]});
+            assert!(collect(api, other.to_string().as_bytes(), 10).unwrap().skills.is_empty(), "{api:?}");
+        }
+        for skill in [json!({}), json!({"url": ""}), json!({"url": "  "}), json!({"title": "x"})] {
+            let body = json!({"messages": [{"custom_content": {"skills": [skill]}}]});
+            let refused = collect(Api::ChatCompletions, body.to_string().as_bytes(), 10);
+            assert!(matches!(refused, Err(CollectError::SkillWithoutUrl)), "{body}");
+        }
     }
 }

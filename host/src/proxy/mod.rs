@@ -249,7 +249,11 @@ impl Proxy {
     /// large body is scanned on the blocking pool, after a permit, so a
     /// burst of large calls neither stalls the runtime's workers nor runs
     /// more scans than there are CPUs.
-    pub async fn attachments(&self, api: Api, body: Bytes) -> Result<Vec<String>, attachments::CollectError> {
+    pub async fn attachments(
+        &self,
+        api: Api,
+        body: Bytes,
+    ) -> Result<attachments::RequestLinks, attachments::CollectError> {
         let max = self.max_attachments;
         if body.len() < LARGE_BODY_BYTES {
             return attachments::collect(api, &body, max);
