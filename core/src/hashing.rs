@@ -1,9 +1,11 @@
-//! MD5 as DIAL's etags use it: of bytes, of chunks, and of a stream hashed
-//! on the blocking pool alongside its writes. Shared by v1 blobs and v2
-//! folders.
+//! Digests of uploaded bytes: MD5 as DIAL's etags use it, and SHA-256 as
+//! agents verify a skill's files by (the MCP Skills Extension's `digest`):
+//! of bytes, of chunks, and of a stream hashed on the blocking pool
+//! alongside its writes. Shared by v1 blobs (MD5 only) and v2 folders.
 
 use bytes::Bytes;
 use md5::{Digest, Md5};
+use sha2::Sha256;
 
 /// MD5 hex of bytes: the etag of one file or JSON document.
 pub fn md5_hex(bytes: &[u8]) -> String {
@@ -17,24 +19,74 @@ pub fn md5_hex_of(chunks: &[Bytes]) -> String {
     hex(&hasher.finalize())
 }
 
-/// MD5 of a stream, computed on the blocking pool in batches of
-/// [`Md5Stream::BATCH`] bytes while the next batch arrives, so a large upload
-/// is hashed alongside its writes (MD5 runs at about the speed a local disk
-/// writes). A blocking thread is taken only while a batch is hashed, never
-/// while the client is slow; at most two batches are held.
-pub struct Md5Stream {
-    pending: Vec<Bytes>,
-    pending_bytes: usize,
-    /// The batch being hashed, or the hasher between batches.
-    running: Option<tokio::task::JoinHandle<Md5>>,
-    idle: Option<Md5>,
+/// SHA-256 hex of bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
 }
 
-impl Md5Stream {
+/// What a stream's bytes hash to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Digests {
+    /// MD5 hex: the etag.
+    pub md5: String,
+    /// SHA-256 hex, where it was asked for.
+    pub sha256: Option<String>,
+}
+
+/// Both digests of bytes that arrived in chunks.
+pub fn digests_of(chunks: &[Bytes]) -> Digests {
+    let mut hashers = Hashers { md5: Md5::new(), sha256: Some(Sha256::new()) };
+    chunks.iter().for_each(|chunk| hashers.update(chunk));
+    hashers.finish()
+}
+
+/// The hashers one stream runs.
+struct Hashers {
+    md5: Md5,
+    sha256: Option<Sha256>,
+}
+
+impl Hashers {
+    fn update(&mut self, chunk: &[u8]) {
+        self.md5.update(chunk);
+        if let Some(sha256) = &mut self.sha256 {
+            sha256.update(chunk);
+        }
+    }
+
+    fn finish(self) -> Digests {
+        Digests { md5: hex(&self.md5.finalize()), sha256: self.sha256.map(|sha256| hex(&sha256.finalize())) }
+    }
+}
+
+/// The digests of a stream, computed on the blocking pool in batches of
+/// [`DigestStream::BATCH`] bytes while the next batch arrives, so a large
+/// upload is hashed alongside its writes (MD5 runs at about the speed a
+/// local disk writes). A blocking thread is taken only while a batch is
+/// hashed, never while the client is slow; at most two batches are held.
+pub struct DigestStream {
+    pending: Vec<Bytes>,
+    pending_bytes: usize,
+    /// The batch being hashed, or the hashers between batches.
+    running: Option<tokio::task::JoinHandle<Hashers>>,
+    idle: Option<Hashers>,
+}
+
+impl DigestStream {
     const BATCH: usize = 1 << 20;
 
-    pub fn start() -> Self {
-        Self { pending: Vec::new(), pending_bytes: 0, running: None, idle: Some(Md5::new()) }
+    /// MD5 only (a v1 item's etag).
+    pub fn md5() -> Self {
+        Self::with(Hashers { md5: Md5::new(), sha256: None })
+    }
+
+    /// MD5 and SHA-256 (a folder resource's file).
+    pub fn md5_and_sha256() -> Self {
+        Self::with(Hashers { md5: Md5::new(), sha256: Some(Sha256::new()) })
+    }
+
+    fn with(hashers: Hashers) -> Self {
+        Self { pending: Vec::new(), pending_bytes: 0, running: None, idle: Some(hashers) }
     }
 
     /// Adds a chunk (cheap: `Bytes` is shared, not copied); waits only when
@@ -48,23 +100,23 @@ impl Md5Stream {
         Ok(())
     }
 
-    /// The hex digest of every chunk added.
-    pub async fn finish(mut self) -> Result<String, object_store::Error> {
+    /// The digests of every chunk added.
+    pub async fn finish(mut self) -> Result<Digests, object_store::Error> {
         self.dispatch().await?;
-        let hasher = self.running.take().expect("dispatched").await.map_err(hashing_failed)?;
-        Ok(hex(&hasher.finalize()))
+        let hashers = self.running.take().expect("dispatched").await.map_err(hashing_failed)?;
+        Ok(hashers.finish())
     }
 
     async fn dispatch(&mut self) -> Result<(), object_store::Error> {
-        let mut hasher = match self.running.take() {
+        let mut hashers = match self.running.take() {
             Some(running) => running.await.map_err(hashing_failed)?,
-            None => self.idle.take().expect("a hasher between batches"),
+            None => self.idle.take().expect("hashers between batches"),
         };
         let batch = std::mem::take(&mut self.pending);
         self.pending_bytes = 0;
         self.running = Some(tokio::task::spawn_blocking(move || {
-            batch.iter().for_each(|chunk| hasher.update(chunk));
-            hasher
+            batch.iter().for_each(|chunk| hashers.update(chunk));
+            hashers
         }));
         Ok(())
     }

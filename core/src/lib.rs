@@ -43,4 +43,5 @@ pub mod publication;
 pub mod redis_conn;
 pub mod resource_url;
 pub mod sharing;
+pub mod skills_index;
 pub mod storage;

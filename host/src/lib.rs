@@ -12,7 +12,7 @@
 pub use dial_core::{
     access, apps, audit, auth, blob_resources, blobs, buckets, catalog, clock, config, consent, dependencies,
     documents, etag, events, folder_resources, folders, handlers, hashing, hosted_skills, identity, keys,
-    listing_cache, locks, metrics, permissions, publication, redis_conn, resource_url, sharing, storage,
+    listing_cache, locks, metrics, permissions, publication, redis_conn, resource_url, sharing, skills_index, storage,
 };
 
 pub mod backends;

@@ -25,7 +25,7 @@ use futures_util::stream::{self, TryStreamExt};
 use instrumented_store::InstrumentedStore;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 // ----- fixtures -------------------------------------------------------------
 
@@ -1636,4 +1636,36 @@ async fn moving_the_current_version_races_commits_and_the_sweep() {
     assert!(moved > 0, "no move succeeded ({gone} found their version gone)");
     engine.sweep_with_grace(Duration::ZERO).await.unwrap();
     assert_no_orphans(&engine, &target).await;
+}
+
+/// Issue 39: every file of a version carries the SHA-256 of its bytes,
+/// computed as the upload streams (a small file and a streamed large one);
+/// a version written before that gets them once, read from its files,
+/// without a new commit: the same etag and version, the digests kept.
+#[tokio::test]
+async fn files_carry_their_sha256_and_older_versions_get_theirs_once() {
+    use dial_host::hashing::sha256_hex;
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let engine = engine_on(store.clone(), in_process_locks());
+    let handler = skill_handler().await;
+    let target = node("digests");
+    let large: Vec<u8> = (0..(3u32 << 20)).map(|n| (n % 251) as u8).collect();
+    let files = vec![("SKILL.md", skill_md("digests")), ("data/large.bin", large.clone())];
+    put_whole(&engine, &handler, &target, &files, &Preconditions::default()).await.unwrap();
+    let marker = engine.live_marker(&target).await.unwrap().unwrap();
+    for (path, content) in &files {
+        assert_eq!(marker.files[*path].sha256.as_deref(), Some(sha256_hex(content).as_str()), "{path}");
+    }
+
+    // As a version written before the digests were kept.
+    let mut old = marker.clone();
+    old.files.values_mut().for_each(|record| record.sha256 = None);
+    let stored = target.paths().resource_marker();
+    store.put(&stored, PutPayload::from(old.to_json())).await.unwrap();
+    let old = engine.live_marker(&target).await.unwrap().unwrap();
+    let hashed = engine.file_digests(&target, old.clone()).await.unwrap();
+    assert_eq!(hashed.files, marker.files, "the same digests, read back from the files");
+    let kept = engine.live_marker(&target).await.unwrap().unwrap();
+    assert_eq!(kept.files, marker.files, "kept in the marker");
+    assert_eq!((kept.etag, kept.current_version, kept.commit_id), (old.etag, old.current_version, old.commit_id));
 }

@@ -161,7 +161,7 @@ proptest! {
             commit_id: "c".into(),
             metadata: metadata.into_iter().collect(),
             warnings: Vec::new(),
-            files: files.into_iter().map(|(path, (size, etag))| (path, FileRecord { etag, size })).collect::<BTreeMap<_, _>>(),
+            files: files.into_iter().map(|(path, (size, etag))| (path, FileRecord { etag, size, sha256: None })).collect::<BTreeMap<_, _>>(),
             committed_at: deleted,
             committed_by: author.clone(),
             history: history
@@ -173,6 +173,7 @@ proptest! {
             number: None,
             last_number: None,
             display_name: None,
+            archive: None,
         };
         let decoded: ResourceMarker = serde_json::from_slice(&marker.to_json()).expect("a marker decodes");
         prop_assert_eq!(decoded, marker);

@@ -34,6 +34,7 @@ mod services;
 mod shared_services;
 mod sharing;
 mod skills_api;
+mod skills_discovery;
 mod startup;
 mod support;
 mod uploads;

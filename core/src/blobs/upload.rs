@@ -20,7 +20,7 @@ use super::{BlobError, BlobGroup, BlobTarget};
 use crate::clock::now_ms;
 use crate::dependencies::DeclarationPolicy;
 use crate::etag::Preconditions;
-use crate::hashing::{Md5Stream, hex};
+use crate::hashing::{DigestStream, hex};
 use crate::keys::{KeyLapsed, WritingKey};
 
 /// An application's upload stops when its key expires.
@@ -135,7 +135,7 @@ impl BlobService {
         E: Display,
     {
         let max = self.limits.max_file_size;
-        let mut hasher = Md5Stream::start();
+        let mut hasher = DigestStream::md5();
         let mut size = 0u64;
         let mut buffered: Vec<Bytes> = Vec::new();
         let mut buffered_len = 0usize;
@@ -196,7 +196,7 @@ impl BlobService {
             Some(writer) => StagedBody::Multipart(writer),
             None => StagedBody::Memory(buffered),
         };
-        Ok(Staged { body, etag: hasher.finish().await?, size, content_type })
+        Ok(Staged { body, etag: hasher.finish().await?.md5, size, content_type })
     }
 
     /// The commit: under the resource lock, re-read, check the conditions,

@@ -19,6 +19,7 @@ use zip::CompressionMethod;
 use zip::write::{SimpleFileOptions, StreamWriter, ZipWriter};
 
 use super::layout::NodePaths;
+pub use super::marker::ARCHIVE_FORMAT;
 use super::marker::ResourceMarker;
 
 /// Output is sent in chunks of this size…
@@ -40,6 +41,22 @@ const READ_AHEAD: usize = 2;
 const INLINE_DEFLATE_BYTES: usize = 16 << 10;
 
 type Chunks = mpsc::Sender<Result<Bytes, io::Error>>;
+
+/// The SHA-256 hex of the archive [`stream_zip`] serves for `marker`'s
+/// current version (no top folder).
+pub async fn archive_sha256(
+    store: Arc<dyn ObjectStore>,
+    paths: NodePaths,
+    marker: ResourceMarker,
+) -> io::Result<String> {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    let mut archive = stream_zip(store, paths, marker, None);
+    while let Some(chunk) = archive.next().await {
+        hasher.update(chunk?);
+    }
+    Ok(crate::hashing::hex(&hasher.finalize()))
+}
 
 /// A stream of ZIP bytes for the marker's current version (marker
 /// excluded), each entry under `top/` when given (the hosted skills APIs'
@@ -267,5 +284,28 @@ mod tests {
         assert_eq!(compression_for("assets/logo.PNG"), CompressionMethod::Stored);
         assert_eq!(compression_for("data.v1/blob"), CompressionMethod::Deflated);
         assert_eq!(compression_for("model.bin"), CompressionMethod::Stored);
+    }
+
+    /// The archive of a fixed version is the same bytes today as when
+    /// [`ARCHIVE_FORMAT`] was set: digests kept with versions vouch for what
+    /// is served. A dependency upgrade that changes them fails here: raise
+    /// `ARCHIVE_FORMAT` (kept digests are then computed anew) and this value.
+    #[tokio::test]
+    async fn an_archive_is_the_same_bytes_as_its_format_says() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let text = "The same words, again and again. ".repeat(2048).into_bytes();
+        let files = [
+            ("SKILL.md", b"---\nname: s\ndescription: d\n---\n# s\n".to_vec()),
+            ("docs/long.md", text),
+            ("assets/logo.png", (0..=255u8).cycle().take(70_000).collect()),
+        ];
+        let (paths, marker) = resource(&store, &files).await;
+        let sha256 = archive_sha256(store.clone(), paths.clone(), marker.clone()).await.unwrap();
+        assert_eq!(sha256, archive_sha256(store, paths, marker).await.unwrap(), "the same bytes on every GET");
+        assert_eq!(
+            (ARCHIVE_FORMAT, sha256.as_str()),
+            (1, "ea95648561b4a2ecdd641e9d2b0a8e7be181ef0072e5c3a76b8f20bad1ef3e3a"),
+            "the archive bytes changed: raise ARCHIVE_FORMAT and set the new digest here"
+        );
     }
 }

@@ -475,6 +475,7 @@ impl FolderEngine {
                 number: Some(number),
                 last_number: Some(number),
                 display_name: staging.display_name.clone().or_else(|| live.and_then(|r| r.marker.display_name.clone())),
+                archive: None,
             };
             let marker = match (becomes, live) {
                 (Becomes::Retained, Some(live)) => {

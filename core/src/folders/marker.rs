@@ -38,6 +38,12 @@ pub struct FileRecord {
     /// MD5 hex of the content: content-derived, so a copy has the same etag.
     pub etag: String,
     pub size: u64,
+    /// SHA-256 hex of the content, computed while the upload streamed (what
+    /// agents verify a file by); absent in versions written before it was
+    /// kept, until [`FolderEngine::file_digests`](super::engine::FolderEngine::file_digests)
+    /// adds it. Not part of the aggregate etag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// A resource's marker document.
@@ -100,6 +106,42 @@ pub struct ResourceMarker {
     /// `display_name`): not part of the file set, carried by every commit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
+    /// The SHA-256 of the archive the host serves for a version (the
+    /// well-known index's `digest`), kept once computed; it answers only
+    /// for the version and archive format it names, so a marker carried over
+    /// to another version never vouches for the wrong bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<ArchiveDigest>,
+}
+
+/// What archives are built with (`archive::stream_zip`): the entries in
+/// path order, no timestamps (1980-01-01), each file deflated or stored by
+/// its name, by this zip writer. The same version gives the same bytes on
+/// every instance and every GET; when a dependency upgrade changes the bytes
+/// (the golden test in `archive.rs` says so), this number goes up, and the
+/// archive digests kept with versions ([`ResourceMarker::archive`]) are
+/// computed again.
+pub const ARCHIVE_FORMAT: u32 = 1;
+
+/// What one version's archive hashes to ([`ResourceMarker::archive`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveDigest {
+    pub version: String,
+    /// [`ARCHIVE_FORMAT`] the archive was built with.
+    pub format: u32,
+    pub sha256: String,
+}
+
+impl ResourceMarker {
+    /// The kept digest of the current version's archive, if it is that
+    /// version's and of today's archive format.
+    pub fn archive_sha256(&self) -> Option<&str> {
+        self.archive
+            .as_ref()
+            .filter(|archive| archive.version == self.current_version && archive.format == ARCHIVE_FORMAT)
+            .map(|archive| archive.sha256.as_str())
+    }
 }
 
 /// One retained earlier version, as the version listing shows it.
@@ -260,7 +302,7 @@ mod tests {
     use super::*;
 
     fn files(pairs: &[(&str, &str)]) -> BTreeMap<String, FileRecord> {
-        pairs.iter().map(|(p, e)| (p.to_string(), FileRecord { etag: e.to_string(), size: 1 })).collect()
+        pairs.iter().map(|(p, e)| (p.to_string(), FileRecord { etag: e.to_string(), size: 1, sha256: None })).collect()
     }
 
     #[test]
@@ -297,6 +339,7 @@ mod tests {
             number: None,
             last_number: None,
             display_name: None,
+            archive: None,
         };
         let json: serde_json::Value = serde_json::from_slice(&marker.to_json()).unwrap();
         assert_eq!(json["type"], "skill");

@@ -14,6 +14,8 @@
 //!   only commit point. [`file_ops`] (single-file changes) and [`folder_ops`]
 //!   (DIAL folders) add their operations to it.
 //! - `history`: making a retained version current, dropping one.
+//! - `digests`: the SHA-256 of a version's files, added once to versions
+//!   written before uploads computed them.
 //! - `list_ops`: folder listings from the folder indexes, with the marker
 //!   cache; [`listing`]: what they answer, and a version's files.
 //! - [`migrate`]: the one-time move of a store laid out before the indexes.
@@ -28,6 +30,7 @@
 //! references once the grace period has passed.
 
 pub mod archive;
+mod digests;
 pub mod engine;
 pub mod error;
 mod file_ops;

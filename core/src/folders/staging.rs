@@ -20,7 +20,7 @@ use super::markers;
 use super::names::{FoldedNames, check_file_path, check_no_file_folder_clash};
 use super::node::Node;
 use super::policy::FolderLimits;
-use crate::hashing::{Md5Stream, md5_hex_of};
+use crate::hashing::{DigestStream, Digests, digests_of};
 use crate::keys::{KeyLapsed, WritingKey};
 use crate::storage::PathLimits;
 
@@ -171,15 +171,15 @@ impl Staging {
         // Nothing starts past the deadline: the sweep may own the version.
         self.deadline.check()?;
         self.bytes_in_flight += held;
-        self.files.insert(path.to_string(), FileRecord { etag: String::new(), size });
+        self.files.insert(path.to_string(), FileRecord { etag: String::new(), size, sha256: None });
         let (store, path) = (self.store.clone(), path.to_string());
         self.pending.writes.spawn(async move {
             let hashed = chunks.clone();
-            let hash = tokio::task::spawn_blocking(move || md5_hex_of(&hashed));
-            let (etag, written) = tokio::join!(hash, store.put(&target, PutPayload::from_iter(chunks)));
+            let hash = tokio::task::spawn_blocking(move || digests_of(&hashed));
+            let (digests, written) = tokio::join!(hash, store.put(&target, PutPayload::from_iter(chunks)));
             written?;
-            let etag = etag.map_err(|error| FolderError::Storage(join_error(error)))?;
-            Ok((path, etag, held))
+            let digests = digests.map_err(|error| FolderError::Storage(join_error(error)))?;
+            Ok((path, digests, held))
         });
         Ok(())
     }
@@ -187,10 +187,11 @@ impl Staging {
     /// Waits for one background write and records its etag.
     async fn finish_one_write(&mut self) -> Result<(), FolderError> {
         let Some(joined) = self.pending.writes.join_next().await else { return Ok(()) };
-        let (path, etag, held) = joined.map_err(|error| FolderError::Storage(join_error(error)))??;
+        let (path, digests, held) = joined.map_err(|error| FolderError::Storage(join_error(error)))??;
         self.bytes_in_flight -= held;
         if let Some(record) = self.files.get_mut(&path) {
-            record.etag = etag;
+            record.etag = digests.md5;
+            record.sha256 = digests.sha256;
         }
         Ok(())
     }
@@ -228,7 +229,7 @@ pub(super) fn check_files<'p>(
         check_new_path(node, path_limits, limits, &checked, &mut names, path)?;
         ByteCounter { path, limits, before: total, size: 0 }.check(size)?;
         total += size;
-        checked.insert(path.to_string(), FileRecord { etag: String::new(), size });
+        checked.insert(path.to_string(), FileRecord { etag: String::new(), size, sha256: None });
     }
     Ok(())
 }
@@ -253,8 +254,8 @@ fn check_new_path(
     Ok(names.add(path)?)
 }
 
-/// Small files of a staging being hashed and written: `(path, etag, bytes held)`.
-pub(super) type Writes = tokio::task::JoinSet<Result<(String, String, usize), FolderError>>;
+/// Small files of a staging being hashed and written: `(path, digests, bytes held)`.
+pub(super) type Writes = tokio::task::JoinSet<Result<(String, Digests, usize), FolderError>>;
 
 /// A new version's bytes until its commit: its id, the journal entry that
 /// names it as possible garbage, and what becomes of its bytes if it is
@@ -505,7 +506,7 @@ where
 {
     let mut writer = BufWriter::with_capacity(store.clone(), target, UPLOAD_BUFFER_BYTES)
         .with_max_concurrency(UPLOAD_PARTS_IN_FLIGHT);
-    let mut hasher = Md5Stream::start();
+    let mut hasher = DigestStream::md5_and_sha256();
     let streamed: Result<(), FolderError> = async {
         for chunk in head {
             hasher.update(chunk.clone()).await.map_err(FolderError::Storage)?;
@@ -530,7 +531,8 @@ where
     // entry written before staging covers what it left.
     writer.shutdown().await.map_err(io_to_storage)?;
     deadline.check()?;
-    Ok(FileRecord { etag: hasher.finish().await.map_err(FolderError::Storage)?, size: counter.size })
+    let digests = hasher.finish().await.map_err(FolderError::Storage)?;
+    Ok(FileRecord { etag: digests.md5, size: counter.size, sha256: digests.sha256 })
 }
 
 fn io_to_storage(error: std::io::Error) -> FolderError {

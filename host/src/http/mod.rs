@@ -17,6 +17,7 @@ mod resource_ops;
 mod respond;
 mod routes;
 mod sharing;
+mod skills_index;
 mod state;
 pub mod subscriptions;
 mod v1;
@@ -38,6 +39,8 @@ pub(crate) fn routes_table() -> Vec<(&'static str, MethodRouter<AppState>)> {
     vec![
         ("/openapi.json", get(openapi::document)),
         ("/health", get(routes::health)),
+        // The agentskills.io well-known index of the public skills and its archives: no credentials.
+        ("/.well-known/agent-skills/{*path}", get(skills_index::well_known)),
         ("/admin", get(console::page)),
         ("/ready", get(routes::ready)),
         ("/metrics", get(routes::metrics)),

@@ -22,7 +22,9 @@ use utoipa::openapi::{Content, OpenApi as Document, PathItem, RefOr, Response};
 use utoipa::{Modify, OpenApi, PartialSchema};
 
 use super::hosted_skills::{anthropic, openai};
-use super::{consent, console, deployments, feed, permissions, publication, resource_ops, routes, sharing, v1, v2};
+use super::{
+    consent, console, deployments, feed, permissions, publication, resource_ops, routes, sharing, skills_index, v1, v2,
+};
 
 /// Paths one handler serves besides the one its attribute documents:
 /// `(documented, also, suffix of the copies' operation ids)`. A copy keeps
@@ -131,6 +133,7 @@ const ALSO_SERVED: [(&str, &str, &str); 7] = [
         v2::put_file,
         v2::delete_file,
         v2::list_files,
+        skills_index::well_known,
     ),
     security(("api_key" = []), ("bearer" = [])),
     modifiers(&Conventions),
@@ -143,6 +146,7 @@ const ALSO_SERVED: [(&str, &str, &str); 7] = [
         (name = "resources", description = "Copy, move and the change feed, for every kind of resource"),
         (name = "deployments", description = "Applications called through the host with per-request keys"),
         (name = "consent", description = "Users' and admins' consent to applications' resource dependencies"),
+        (name = "skills", description = "Skills for agents: the agentskills.io well-known index of the public skills"),
     )
 )]
 struct ApiDoc;

@@ -25,6 +25,7 @@ use crate::hosted_skills::HostedSkills;
 use crate::keys::{Keys, WritingKey};
 use crate::proxy::Proxy;
 use crate::publication::workflow::Publications;
+use crate::skills_index::SkillsIndex;
 
 /// Shared by every request: cheap to clone.
 #[derive(Clone)]
@@ -129,6 +130,11 @@ impl AppState {
     /// The hosted skills APIs' view of the skill resources.
     pub fn hosted_skills(&self) -> HostedSkills<'_> {
         HostedSkills::new(self.catalog())
+    }
+
+    /// The public skills as agents discover them (the well-known index).
+    pub fn skills_index(&self) -> SkillsIndex<'_> {
+        SkillsIndex::new(self.catalog())
     }
 
     /// The v2 resource API.

@@ -58,13 +58,18 @@ const FILE_PATH: &str = "The file's path inside the resource (may contain `/`)";
     ))]
 pub async fn get(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Result<Caller, ApiError>,
     uri: Uri,
     headers: HeaderMap,
     Query(query): Query<VersionQuery>,
 ) -> Result<Response, ApiError> {
-    let conditions = preconditions(&headers);
     let raw = raw_path(&uri, "/v2/");
+    // A public folder's well-known skills index is for anyone.
+    if let Some(index) = super::skills_index::folder_index(&state, raw).await {
+        return index;
+    }
+    let caller = caller?;
+    let conditions = preconditions(&headers);
     match state.folder_resources().download(&caller, raw, query.version.as_deref(), &conditions).await? {
         Download::NotModified { etag } => Ok(with_etag(StatusCode::NOT_MODIFIED.into_response(), &etag)),
         Download::Archive { name, etag, body } => {

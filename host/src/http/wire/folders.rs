@@ -161,7 +161,7 @@ mod tests {
         let file = ListedNode::File {
             resource: resource.clone(),
             path: "docs/x.md".into(),
-            record: FileRecord { etag: "e".into(), size: 3 },
+            record: FileRecord { etag: "e".into(), size: 3, sha256: None },
         };
         assert_eq!(
             as_json(listed_node(&file, "SKILL")),
@@ -169,8 +169,11 @@ mod tests {
                    "url": "skills/B/team/pdf%20tools/files/docs/x.md", "nodeType": "ITEM", "resourceType": "SKILL",
                    "etag": "e", "contentLength": 3})
         );
-        let top =
-            ListedNode::File { resource, path: "SKILL.md".into(), record: FileRecord { etag: "e".into(), size: 1 } };
+        let top = ListedNode::File {
+            resource,
+            path: "SKILL.md".into(),
+            record: FileRecord { etag: "e".into(), size: 1, sha256: None },
+        };
         assert_eq!(as_json(listed_node(&top, "SKILL"))["parentPath"], "team/pdf tools/files");
     }
 }
