@@ -121,6 +121,12 @@ struct TokenVerifier {
 }
 
 impl Authenticator {
+    /// The identity provider's issuer (`identity.issuer`), where clients
+    /// that discover how to sign in (RFC 9728) are sent.
+    pub fn issuer(&self) -> Option<&str> {
+        self.identity.issuer.as_deref()
+    }
+
     pub fn new(
         project_keys: BTreeMap<String, ProjectKey>,
         identity: &IdentityConfig,

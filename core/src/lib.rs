@@ -15,6 +15,7 @@
 pub use dial_handler_runtime as handlers;
 
 pub mod access;
+pub mod agent_skills;
 pub mod apps;
 pub mod audit;
 pub mod auth;

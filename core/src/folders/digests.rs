@@ -2,7 +2,9 @@
 //! MCP Skills Extension's `digest`): computed while an upload streams and
 //! kept in the version's file table ([`FileRecord::sha256`]); a version
 //! written before that gets them once, here, without a new commit and
-//! without changing its etag (the aggregate etag is over MD5s).
+//! without changing its etag (the aggregate etag is over MD5s). Marker
+//! metadata a handler learned to write later (the skill frontmatter agents
+//! take verbatim) is derived once the same way.
 
 use std::collections::BTreeMap;
 
@@ -14,6 +16,7 @@ use super::engine::FolderEngine;
 use super::error::FolderError;
 use super::marker::{ArchiveDigest, ResourceMarker};
 use super::node::Node;
+use crate::handlers::Handler;
 use crate::hashing::DigestStream;
 
 impl FolderEngine {
@@ -70,6 +73,35 @@ impl FolderEngine {
         let kept = digest.clone();
         self.keep(node, marker, move |stored| stored.archive = Some(kept)).await?;
         Ok(digest.sha256)
+    }
+
+    /// The marker metadata entry `key` of `marker`'s current version: as
+    /// kept, or — for a version committed before its handler wrote that
+    /// entry — derived once by running the handler over the version's files
+    /// and kept as digests are. A handler that gives no such entry (or no
+    /// longer accepts the version) is remembered as an empty entry: `None`,
+    /// and not asked again.
+    pub async fn kept_metadata(
+        &self,
+        node: &Node,
+        marker: &ResourceMarker,
+        handler: &Handler,
+        key: &str,
+    ) -> Result<Option<String>, FolderError> {
+        if let Some(value) = marker.metadata.get(key) {
+            return Ok((!value.is_empty()).then(|| value.clone()));
+        }
+        let value = match self.check_with_handler(node, &marker.current_version, &marker.files, handler).await {
+            Ok((metadata, _)) => metadata.get(key).cloned().unwrap_or_default(),
+            Err(FolderError::Invalid { .. }) => String::new(),
+            Err(error) => return Err(error),
+        };
+        let (kept_key, kept) = (key.to_string(), value.clone());
+        self.keep(node, marker, move |stored| {
+            stored.metadata.entry(kept_key).or_insert(kept);
+        })
+        .await?;
+        Ok((!value.is_empty()).then_some(value))
     }
 
     /// Applies `edit` to the stored marker if it is still `read` (the same

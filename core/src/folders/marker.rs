@@ -114,6 +114,11 @@ pub struct ResourceMarker {
     pub archive: Option<ArchiveDigest>,
 }
 
+/// Marker metadata kept for agents, not shown in DIAL's listings: the skill
+/// handler's whole frontmatter as JSON (`frontmatter`, what the MCP Skills
+/// Extension serves verbatim without reading SKILL.md).
+pub const FRONTMATTER_METADATA: &str = "frontmatter";
+
 /// What archives are built with (`archive::stream_zip`): the entries in
 /// path order, no timestamps (1980-01-01), each file deflated or stored by
 /// its name, by this zip writer. The same version gives the same bytes on

@@ -17,6 +17,10 @@ pub const SKILL_FILE: &str = "SKILL.md";
 /// Largest `SKILL.md` accepted, in bytes (1 MiB).
 pub const MAX_SKILL_FILE_BYTES: u64 = 1024 * 1024;
 const FRONTMATTER: Frontmatter = Frontmatter::new(SKILL_FILE).requiring("the fields `name` and `description`");
+/// The marker metadata entry holding the frontmatter as compact JSON.
+pub const FRONTMATTER_KEY: &str = "frontmatter";
+/// The largest frontmatter kept in the marker (every listing reads markers).
+const MAX_KEPT_FRONTMATTER_BYTES: usize = 16 * 1024;
 
 const MAX_NAME_CHARS: usize = 64;
 const MAX_DESCRIPTION_CHARS: usize = 1024;
@@ -166,6 +170,13 @@ fn check_fields(fields: &[(Scalar, Node)], resource: &ResourceInfo, report: &mut
     // The rest of `metadata` is cached too (listings show it without reading
     // SKILL.md), as `metadata.<key>`, nested values as compact JSON.
     report.marker.extend(entries);
+    // The whole frontmatter as JSON, for agents that take it verbatim (the
+    // MCP Skills Extension's `frontmatter`) without reading SKILL.md; a
+    // larger one is read from SKILL.md when asked for.
+    let frontmatter = Node::Mapping(fields.to_vec()).to_compact_json();
+    if frontmatter.len() <= MAX_KEPT_FRONTMATTER_BYTES {
+        report.marker.push((FRONTMATTER_KEY.into(), frontmatter));
+    }
 
     for (key, _) in fields {
         if !KNOWN_FIELDS.contains(&key.text.as_str()) {
@@ -754,10 +765,16 @@ mod tests {
 
     #[test]
     fn marker_metadata() {
-        assert_eq!(marker(VALID), pairs(&[("name", "my-skill"), ("description", "Does things. Use when asked.")]));
+        let without_frontmatter = |text: &str| -> Vec<(String, String)> {
+            marker(text).into_iter().filter(|(key, _)| key != FRONTMATTER_KEY).collect()
+        };
+        assert_eq!(
+            without_frontmatter(VALID),
+            pairs(&[("name", "my-skill"), ("description", "Does things. Use when asked.")])
+        );
         let full = format!("license: MIT\nversion: \"0.9\"\n{VALID}metadata:\n  version: \"1.0\"\n");
         assert_eq!(
-            marker(&full),
+            without_frontmatter(&full),
             pairs(&[
                 ("name", "my-skill"),
                 ("description", "Does things. Use when asked."),
@@ -765,9 +782,17 @@ mod tests {
                 ("license", "MIT")
             ])
         );
+        // The whole frontmatter, verbatim as JSON, last.
+        assert_eq!(
+            marker(&full).last().unwrap(),
+            &(
+                FRONTMATTER_KEY.to_string(),
+                r#"{"license":"MIT","version":"0.9","name":"my-skill","description":"Does things. Use when asked.","metadata":{"version":"1.0"}}"#.to_string()
+            )
+        );
         assert_eq!(marker(&format!("{VALID}version: \"2.0\"\n"))[2], ("version".into(), "2.0".into()));
         // A licence kept under metadata is just metadata: cached as such.
-        let under = marker(&format!("{VALID}metadata:\n  license: MIT\n  author: me\n"));
+        let under = without_frontmatter(&format!("{VALID}metadata:\n  license: MIT\n  author: me\n"));
         assert_eq!(under[2..], pairs(&[("metadata.license", "MIT"), ("metadata.author", "me")]));
 
         let errors = marker_of_bytes(skill_md("name: my-skill\n").as_bytes()).unwrap_err();

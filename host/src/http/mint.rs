@@ -47,6 +47,9 @@ pub(super) async fn answer(
         Api::Mcp => Dialect::JsonRpc { id: None },
         _ => Dialect::OpenAi,
     };
+    // A 401 on an MCP endpoint says where to sign in (RFC 9728).
+    let challenge =
+        if api == Api::Mcp { super::oauth::challenge(&incoming.headers, incoming.uri.path()) } else { None };
     let Incoming { uri, method, headers, body } = incoming;
     let outcome = async {
         let caller = match caller {
@@ -69,6 +72,11 @@ pub(super) async fn answer(
     }
     .await;
     let mut response = outcome.unwrap_or_else(|error| dialect.render(error));
+    if response.status() == StatusCode::UNAUTHORIZED
+        && let Some(challenge) = challenge
+    {
+        response.headers_mut().insert(axum::http::header::WWW_AUTHENTICATE, challenge);
+    }
     if let Ok(id) = decode_id(raw_id) {
         response.extensions_mut().insert(super::metrics::Deployment(id));
     }
@@ -78,11 +86,11 @@ pub(super) async fn answer(
 /// What of a refused caller's MCP request is read to find its `id` (a
 /// JSON-RPC request that names a tool is far smaller; the rest is drained
 /// by the listener).
-const UNAUTHENTICATED_RPC_BYTES: u64 = 64 << 10;
+pub(super) const UNAUTHENTICATED_RPC_BYTES: u64 = 64 << 10;
 
 /// The `id` of a JSON-RPC request (none for a notification, a batch, or a
 /// body that is not one).
-fn rpc_id(body: &[u8]) -> Option<Box<serde_json::value::RawValue>> {
+pub(super) fn rpc_id(body: &[u8]) -> Option<Box<serde_json::value::RawValue>> {
     #[derive(serde::Deserialize)]
     struct Request {
         id: Option<Box<serde_json::value::RawValue>>,
@@ -576,7 +584,7 @@ fn key_store_unavailable(error: keys::KeyStoreError) -> ApiError {
 }
 
 /// The request body, whole, up to `max` bytes (413 above).
-async fn read_body(body: Body, max: u64) -> Result<Bytes, ApiError> {
+pub(super) async fn read_body(body: Body, max: u64) -> Result<Bytes, ApiError> {
     read_stream(body.into_data_stream(), max).await
 }
 

@@ -10,6 +10,7 @@ mod hosted_skills;
 pub mod metrics;
 mod mint;
 mod multipart;
+mod oauth;
 mod openapi;
 mod permissions;
 mod publication;
@@ -18,6 +19,7 @@ mod respond;
 mod routes;
 mod sharing;
 mod skills_index;
+mod skills_mcp;
 mod state;
 pub mod subscriptions;
 mod v1;
@@ -41,6 +43,8 @@ pub(crate) fn routes_table() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/health", get(routes::health)),
         // The agentskills.io well-known index of the public skills and its archives: no credentials.
         ("/.well-known/agent-skills/{*path}", get(skills_index::well_known)),
+        // Where MCP clients learn how to sign in (RFC 9728): no credentials.
+        ("/.well-known/oauth-protected-resource/{*path}", get(oauth::protected_resource)),
         ("/admin", get(console::page)),
         ("/ready", get(routes::ready)),
         ("/metrics", get(routes::metrics)),
@@ -89,6 +93,14 @@ pub(crate) fn routes_table() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ),
         ("/v1/{deployment}/rate", post(deployments::rate).layer(DefaultBodyLimit::disable())),
         ("/v1/deployment-names", get(deployments::deployment_names)),
+        // The skills the caller can read, over MCP (SEP-2640): JSON-RPC bodies are bounded while read.
+        (
+            "/v1/skills/mcp",
+            post(skills_mcp::mcp)
+                .get(skills_mcp::not_allowed)
+                .delete(skills_mcp::not_allowed)
+                .layer(DefaultBodyLimit::disable()),
+        ),
         ("/v1/user/info", get(routes::user_info)),
         ("/v1/ops/resource/per-request-permissions/grant", post(permissions::grant)),
         ("/v1/ops/resource/per-request-permissions/revoke", post(permissions::revoke)),

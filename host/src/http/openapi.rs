@@ -23,7 +23,8 @@ use utoipa::{Modify, OpenApi, PartialSchema};
 
 use super::hosted_skills::{anthropic, openai};
 use super::{
-    consent, console, deployments, feed, permissions, publication, resource_ops, routes, sharing, skills_index, v1, v2,
+    consent, console, deployments, feed, oauth, permissions, publication, resource_ops, routes, sharing, skills_index,
+    skills_mcp, v1, v2,
 };
 
 /// Paths one handler serves besides the one its attribute documents:
@@ -134,6 +135,8 @@ const ALSO_SERVED: [(&str, &str, &str); 7] = [
         v2::delete_file,
         v2::list_files,
         skills_index::well_known,
+        skills_mcp::mcp,
+        oauth::protected_resource,
     ),
     security(("api_key" = []), ("bearer" = [])),
     modifiers(&Conventions),

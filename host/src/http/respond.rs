@@ -50,3 +50,21 @@ pub(super) fn file_headers(content_type: &str, length: u64) -> [(header::HeaderN
         (header::CONTENT_DISPOSITION, if active { "attachment" } else { "inline" }.into()),
     ]
 }
+
+/// A small table: the common types of skill files; everything else is bytes.
+pub(super) fn content_type_of(path: &str) -> &'static str {
+    let extension = path.rsplit_once('.').map(|(_, ext)| ext.to_ascii_lowercase()).unwrap_or_default();
+    match extension.as_str() {
+        "md" => "text/markdown; charset=utf-8",
+        "txt" | "py" | "sh" | "js" | "ts" | "rs" | "toml" | "yaml" | "yml" | "csv" => "text/plain; charset=utf-8",
+        "json" => "application/json",
+        "html" | "htm" => "text/html; charset=utf-8",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "svg" => "image/svg+xml",
+        "pdf" => "application/pdf",
+        "zip" => "application/zip",
+        _ => "application/octet-stream",
+    }
+}

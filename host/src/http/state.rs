@@ -7,6 +7,7 @@ use object_store::ObjectStore;
 
 use super::subscriptions::Subscriptions;
 use crate::access::AccessService;
+use crate::agent_skills::AgentSkills;
 use crate::apps::{ConfigApps, StoredDefinitions};
 use crate::audit::Audit;
 use crate::auth::Authenticator;
@@ -135,6 +136,11 @@ impl AppState {
     /// The public skills as agents discover them (the well-known index).
     pub fn skills_index(&self) -> SkillsIndex<'_> {
         SkillsIndex::new(self.catalog())
+    }
+
+    /// The skills a caller can read, as agents load them over MCP.
+    pub fn agent_skills(&self) -> AgentSkills<'_> {
+        AgentSkills::new(self.catalog())
     }
 
     /// The v2 resource API.

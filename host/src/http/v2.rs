@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::error::ApiError;
 use super::extract::{ListingQuery, preconditions};
 use super::multipart::{FormFields, Upload};
-use super::respond::{file_headers, metadata_response, raw_path, with_etag};
+use super::respond::{content_type_of, file_headers, metadata_response, raw_path, with_etag};
 use super::state::AppState;
 use super::wire::folders::{folder_node, metadata_node, resource_node};
 use crate::access::Permission;
@@ -102,24 +102,6 @@ fn get_file(download: Download) -> Response {
     let Download::File { path, etag, size, body } = download else { unreachable!("a file download") };
     let response = (file_headers(content_type_of(&path), size), Body::from_stream(body)).into_response();
     with_etag(response, &etag)
-}
-
-/// A small table: the common types of skill files; everything else is bytes.
-fn content_type_of(path: &str) -> &'static str {
-    let extension = path.rsplit_once('.').map(|(_, ext)| ext.to_ascii_lowercase()).unwrap_or_default();
-    match extension.as_str() {
-        "md" => "text/markdown; charset=utf-8",
-        "txt" | "py" | "sh" | "js" | "ts" | "rs" | "toml" | "yaml" | "yml" | "csv" => "text/plain; charset=utf-8",
-        "json" => "application/json",
-        "html" | "htm" => "text/html; charset=utf-8",
-        "png" => "image/png",
-        "jpg" | "jpeg" => "image/jpeg",
-        "gif" => "image/gif",
-        "svg" => "image/svg+xml",
-        "pdf" => "application/pdf",
-        "zip" => "application/zip",
-        _ => "application/octet-stream",
-    }
 }
 
 /// `PUT`: a whole resource (multipart, one part per file), a folder

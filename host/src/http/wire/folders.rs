@@ -8,7 +8,7 @@
 use super::{Node, NodeType};
 use crate::folder_resources::Metadata;
 use crate::folders::ListedNode;
-use crate::folders::marker::{FolderMarker, ResourceMarker};
+use crate::folders::marker::{FRONTMATTER_METADATA, FolderMarker, ResourceMarker};
 use crate::folders::names::FILES_SEGMENT;
 use crate::folders::resource_type;
 use crate::resource_url::{ResourceUrl, SEGMENT_ESCAPES};
@@ -54,7 +54,10 @@ pub fn resource_node(url: &ResourceUrl, marker: &ResourceMarker) -> Node {
     node.created_at = Some(marker.created_at);
     node.updated_at = Some(marker.updated_at);
     node.etag = Some(marker.etag.clone());
-    node.metadata = Some(marker.metadata.clone());
+    // The frontmatter kept for agents is theirs, not the listing's.
+    let mut metadata = marker.metadata.clone();
+    metadata.shift_remove(FRONTMATTER_METADATA);
+    node.metadata = Some(metadata);
     node.author = marker.author.clone();
     node.warnings = (!marker.warnings.is_empty()).then(|| marker.warnings.clone());
     node
