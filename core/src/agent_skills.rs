@@ -15,29 +15,41 @@
 
 use bytes::Bytes;
 use object_store::ObjectStoreExt;
+use serde::{Deserialize, Serialize};
 
-use crate::access::{AccessError, ListingFilter, Permission, Resource};
+use crate::access::{AccessError, ListingFilter, Permission};
 use crate::auth::Caller;
 use crate::buckets::BucketLocation;
 use crate::catalog::{Catalog, CatalogError};
+use crate::folder_resources::{FolderResources, decode_token, encode_token};
 use crate::folders::marker::{FRONTMATTER_METADATA, ResourceMarker};
 use crate::folders::{FolderError, ListedNode, Node};
 use crate::handlers::Handler;
-use crate::resource_url::{Intent, ResourceUrl, SEGMENT_ESCAPES};
-use crate::sharing::{Access, covers};
+use crate::hosted_skills::SKILLS_GROUP;
+use crate::resource_url::ResourceUrl;
+use crate::sharing::Access;
+use crate::skills_index::{listable, skill_url};
 
 /// Skills per `skills/list` page (entries are never split across pages).
 pub const SKILLS_PAGE: usize = 100;
-/// Listings and grants one `skills/list` page looks at, at most (each
-/// shared resource is one): past it, the page ends early.
-const MAX_STEPS: usize = 2 * SKILLS_PAGE;
+/// Files one page's entries may list between them: past it the page ends
+/// (it always holds one entry), so a page of big skills stays small.
+const PAGE_FILES: usize = 10_000;
+/// Bytes a page may hash for versions written before their digests were
+/// kept (each is hashed once, ever): past it the page ends early.
+const PAGE_HASHED_BYTES: u64 = 256 << 20;
+/// Listings and grants one page looks at, at most: past it, the page ends
+/// early (a page may be partial; its cursor goes on).
+const MAX_STEPS: usize = 64;
+/// What one store listing of a page asks for (folders count too).
+const LISTING_BATCH: usize = 1000;
 /// Children per `resources/directory/read` page.
 pub const DIRECTORY_PAGE: usize = 500;
 /// The largest file read whole into one answer (base64 in JSON for a
 /// binary file); a larger one is read with `GET /v2/…/files/<path>`.
-pub const MAX_READ_BYTES: u64 = 16 << 20;
-/// The group whose resources are skills.
-const SKILLS_GROUP: &str = "skills";
+pub const MAX_READ_BYTES: u64 = 8 << 20;
+/// The longest cursor read back.
+const MAX_CURSOR_BYTES: usize = 8 << 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentSkillsError {
@@ -130,44 +142,63 @@ pub struct DirectoryPage {
 }
 
 /// Where a page resumes: the source (own, shared, public), the grant
-/// within "shared", and the listing token within it. Written
-/// `<source>:<grant>:<token>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// within "shared" (its URL: the grants may change between pages), and the
+/// listing token within it. Opaque to clients (Base58 of its JSON, as
+/// listing tokens are).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Cursor {
+    #[serde(rename = "s")]
     source: Source,
-    grant: usize,
+    #[serde(rename = "g", default, skip_serializing_if = "Option::is_none")]
+    grant: Option<String>,
+    #[serde(rename = "t", default, skip_serializing_if = "Option::is_none")]
     token: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 enum Source {
     #[default]
+    #[serde(rename = "o")]
     Own,
+    #[serde(rename = "s")]
     Shared,
+    #[serde(rename = "p")]
     Public,
 }
 
 impl Cursor {
     fn parse(text: &str) -> Option<Self> {
-        let mut parts = text.splitn(3, ':');
-        let source = match parts.next()? {
-            "o" => Source::Own,
-            "s" => Source::Shared,
-            "p" => Source::Public,
-            _ => return None,
-        };
-        let grant = parts.next()?.parse().ok()?;
-        let token = parts.next()?;
-        Some(Self { source, grant, token: (!token.is_empty()).then(|| token.to_string()) })
+        if text.len() > MAX_CURSOR_BYTES {
+            return None;
+        }
+        serde_json::from_str(&decode_token(text).ok()?).ok()
     }
 
     fn render(&self) -> String {
-        let source = match self.source {
-            Source::Own => "o",
-            Source::Shared => "s",
-            Source::Public => "p",
-        };
-        format!("{source}:{}:{}", self.grant, self.token.as_deref().unwrap_or_default())
+        encode_token(serde_json::to_string(self).unwrap_or_default())
+    }
+
+    fn at(source: Source, grant: Option<String>, token: Option<String>) -> Self {
+        Self { source, grant, token }
+    }
+}
+
+/// What one page has taken so far, and what it may still take.
+struct PageBuilder {
+    skills: Vec<SkillEntry>,
+    files: usize,
+    hashed: u64,
+    steps: usize,
+}
+
+impl PageBuilder {
+    fn full(&self) -> bool {
+        self.skills.len() >= SKILLS_PAGE || self.files >= PAGE_FILES || self.steps >= MAX_STEPS
+    }
+
+    /// Whether the page may take a skill that must first hash `bytes`.
+    fn may_hash(&self, bytes: u64) -> bool {
+        bytes == 0 || self.skills.is_empty() || self.hashed + bytes <= PAGE_HASHED_BYTES
     }
 }
 
@@ -186,136 +217,131 @@ impl<'a> AgentSkills<'a> {
     }
 
     /// A page of the skills `caller` can read, from `cursor` (none: the
-    /// first page): at most [`SKILLS_PAGE`], whole entries.
+    /// first page): at most [`SKILLS_PAGE`] whole entries, fewer where the
+    /// page's bounds end it early.
     pub async fn list(&self, caller: &Caller, cursor: Option<&str>) -> Result<SkillPage, AgentSkillsError> {
         let handler = self.handler()?;
         let mut at = match cursor {
             None => Cursor::default(),
             Some(text) => Cursor::parse(text).ok_or_else(|| AgentSkillsError::BadCursor(text.to_string()))?,
         };
-        let mut skills = Vec::new();
-        // The grants are read once a page; a page looks at a bounded number
-        // of them (a page may be partial: the cursor goes on).
+        let mut page = PageBuilder { skills: Vec::new(), files: 0, hashed: 0, steps: 0 };
+        // The grants are read once a page.
         let mut grants: Option<Vec<String>> = None;
-        let mut steps = 0;
         loop {
-            steps += 1;
-            if skills.len() >= SKILLS_PAGE || steps > MAX_STEPS {
-                return Ok(SkillPage { skills, next_cursor: Some(at.render()) });
+            if page.full() {
+                return Ok(SkillPage { skills: page.skills, next_cursor: Some(at.render()) });
             }
+            page.steps += 1;
             let next = match at.source {
                 Source::Own => {
                     let own = caller.bucket_location();
-                    let token = self.list_bucket(caller, &handler, own, at.token.take(), &mut skills).await?;
-                    token.map(|token| Cursor { token: Some(token), ..at.clone() }).or(Some(Cursor {
-                        source: Source::Shared,
-                        grant: 0,
-                        token: None,
-                    }))
+                    let root = self.root(&own)?;
+                    match self.list_folder(caller, &handler, root, at.token.take(), &mut page).await? {
+                        Some(token) => Some(Cursor::at(Source::Own, None, Some(token))),
+                        None => Some(Cursor::at(Source::Shared, None, None)),
+                    }
                 }
                 Source::Shared => {
                     if grants.is_none() {
                         grants = Some(self.shared_grants(caller).await?);
                     }
                     let grants = grants.as_deref().unwrap_or_default();
-                    self.list_shared(caller, &handler, grants, &at, &mut skills).await?
+                    Some(self.list_shared(caller, &handler, grants, &at, &mut page).await?)
                 }
                 Source::Public => {
-                    let token = self
-                        .list_bucket(caller, &handler, BucketLocation::Public, at.token.take(), &mut skills)
-                        .await?;
-                    token.map(|token| Cursor { token: Some(token), ..at.clone() })
+                    let root = self.root(&BucketLocation::Public)?;
+                    let token = self.list_folder(caller, &handler, root, at.token.take(), &mut page).await?;
+                    token.map(|token| Cursor::at(Source::Public, None, Some(token)))
                 }
             };
             match next {
                 Some(next) => at = next,
-                None => return Ok(SkillPage { skills, next_cursor: None }),
+                None => return Ok(SkillPage { skills: page.skills, next_cursor: None }),
             }
         }
     }
 
-    /// Adds to `skills` the skills in `location` (from `token`) until the
-    /// page is full; the token to resume with, if there are more.
-    async fn list_bucket(
-        &self,
-        caller: &Caller,
-        handler: &Handler,
-        location: BucketLocation,
-        token: Option<String>,
-        skills: &mut Vec<SkillEntry>,
-    ) -> Result<Option<String>, AgentSkillsError> {
-        let root =
-            ResourceUrl::parse(&format!("{SKILLS_GROUP}/{}/", self.catalog.buckets.encode(&location)), Intent::Read)
-                .map_err(CatalogError::from)?;
-        let filter = self.catalog.access.listing_filter(caller, &location).await?;
-        self.list_folder(caller, handler, Node::new(root, location)?, &filter, token, skills).await
+    /// The skills group's root in `location`.
+    fn root(&self, location: &BucketLocation) -> Result<Node, AgentSkillsError> {
+        let url = skill_url(&self.catalog.buckets.encode(location), &[], true)?;
+        Ok(Node::new(url, location.clone())?)
     }
 
-    /// Adds to `skills` the skills below the folder `node` that `filter`
-    /// shows, until the page is full; the token to resume with, if there
-    /// are more.
+    /// Adds to the page the skills below the folder `node` that the caller
+    /// sees, from `token`, until the page is full; the token to resume
+    /// with, if there is more. One listing a call: a listing's token is
+    /// the path of the last item it gave, so the page may stop at any item.
     async fn list_folder(
         &self,
         caller: &Caller,
         handler: &Handler,
         node: Node,
-        filter: &ListingFilter,
         token: Option<String>,
-        skills: &mut Vec<SkillEntry>,
+        page: &mut PageBuilder,
     ) -> Result<Option<String>, AgentSkillsError> {
+        let filter: ListingFilter = self.catalog.access.listing_filter(caller, &node.location).await?;
         let shows = |url: &ResourceUrl| filter.shows(caller, url);
-        let room = SKILLS_PAGE.saturating_sub(skills.len());
-        let page = match self.catalog.folders.list(&node, true, token.as_deref(), room, &shows).await {
-            Ok(page) => page,
+        let listing = match self.catalog.folders.list(&node, true, token.as_deref(), LISTING_BATCH, &shows).await {
+            Ok(listing) => listing,
             // A bucket with no skills yet has no folder to list.
             Err(FolderError::NotFound(_)) => return Ok(None),
             Err(error) => return Err(error.into()),
         };
-        for item in page.items {
-            let ListedNode::Resource { url, marker } = item else { continue };
-            let node = Node::new(url, node.location.clone())?;
-            if let Some(entry) = self.entry(handler, &node, std::sync::Arc::unwrap_or_clone(marker)).await? {
-                skills.push(entry);
+        let depth = node.url.segments().len();
+        let mut last: Option<String> = None;
+        for item in listing.items {
+            let relative = item.url().segments()[depth..].join("/");
+            if let ListedNode::Resource { url, marker } = item {
+                let marker = std::sync::Arc::unwrap_or_clone(marker);
+                if page.skills.len() >= SKILLS_PAGE || page.files >= PAGE_FILES || !page.may_hash(unhashed(&marker)) {
+                    return Ok(last);
+                }
+                self.take(handler, Node::new(url, node.location.clone())?, marker, page).await?;
             }
+            last = Some(relative);
         }
-        Ok(page.next_token)
+        Ok(listing.next_token)
     }
 
-    /// Adds to `skills` the skills shared with the caller (`grants`), grant by grant
-    /// (in URL order, a grant inside an earlier one skipped), from `at`,
-    /// until the page is full; where to resume, if there is more (public
-    /// next).
+    /// Adds to the page the skills shared with the caller (`grants`, sorted),
+    /// grant by grant from `at`, until the page is full (a grant inside an
+    /// earlier folder grant is skipped: its skills are listed there); where
+    /// to resume (public, once the grants are done).
     async fn list_shared(
         &self,
         caller: &Caller,
         handler: &Handler,
         grants: &[String],
         at: &Cursor,
-        skills: &mut Vec<SkillEntry>,
-    ) -> Result<Option<Cursor>, AgentSkillsError> {
-        let public = Some(Cursor { source: Source::Public, grant: 0, token: None });
-        let Some(url) = grants.get(at.grant) else { return Ok(public) };
-        let next_grant = Cursor { source: Source::Shared, grant: at.grant + 1, token: None };
-        if grants[..at.grant].iter().any(|earlier| covers(earlier, url)) {
-            return Ok(Some(next_grant));
+        page: &mut PageBuilder,
+    ) -> Result<Cursor, AgentSkillsError> {
+        // The first grant at or after the one the cursor names.
+        let index = at.grant.as_ref().map_or(0, |grant| grants.partition_point(|url| url < grant));
+        let Some(url) = grants.get(index) else { return Ok(Cursor::at(Source::Public, None, None)) };
+        let next_grant = Cursor::at(Source::Shared, grants.get(index + 1).cloned(), None);
+        let next_grant = if next_grant.grant.is_some() { next_grant } else { Cursor::at(Source::Public, None, None) };
+        if covered_by_earlier(grants, index) {
+            return Ok(next_grant);
         }
-        let Ok(parsed) = ResourceUrl::parse(url, Intent::Read) else { return Ok(Some(next_grant)) };
-        let Ok(location) = self.catalog.buckets.decode(parsed.bucket()) else { return Ok(Some(next_grant)) };
+        let Ok(parsed) = ResourceUrl::parse(url, crate::resource_url::Intent::Read) else { return Ok(next_grant) };
+        let Ok(location) = self.catalog.buckets.decode(parsed.bucket()) else { return Ok(next_grant) };
         let node = Node::new(parsed, location)?;
         if node.url.is_folder() {
-            let filter = self.catalog.access.listing_filter(caller, &node.location).await?;
-            let token = self.list_folder(caller, handler, node, &filter, at.token.clone(), skills).await?;
-            return Ok(Some(match token {
-                Some(token) => Cursor { token: Some(token), ..at.clone() },
+            // The token applies to this grant only.
+            let token = if at.grant.as_ref() == Some(url) { at.token.clone() } else { None };
+            return Ok(match self.list_folder(caller, handler, node, token, page).await? {
+                Some(token) => Cursor::at(Source::Shared, Some(url.clone()), Some(token)),
                 None => next_grant,
-            }));
+            });
         }
-        if let Some(marker) = self.catalog.folders.live_marker(&node).await?
-            && let Some(entry) = self.entry(handler, &node, marker).await?
-        {
-            skills.push(entry);
+        if let Some(marker) = self.catalog.folders.live_marker(&node).await? {
+            if !page.may_hash(unhashed(&marker)) {
+                return Ok(Cursor::at(Source::Shared, Some(url.clone()), None));
+            }
+            self.take(handler, node, marker, page).await?;
         }
-        Ok(Some(next_grant))
+        Ok(next_grant)
     }
 
     /// The skills group's URLs shared with the caller for reading, sorted.
@@ -329,7 +355,26 @@ impl<'a> AgentSkills<'a> {
             .map(|grant| grant.url)
             .collect();
         urls.sort();
+        urls.dedup();
         Ok(urls)
+    }
+
+    /// Adds the entry of the live skill `node` to the page, if it is one
+    /// agents take.
+    async fn take(
+        &self,
+        handler: &Handler,
+        node: Node,
+        marker: ResourceMarker,
+        page: &mut PageBuilder,
+    ) -> Result<(), AgentSkillsError> {
+        let hashed = unhashed(&marker);
+        if let Some(entry) = self.entry(handler, &node, marker).await? {
+            page.files += entry.files.len();
+            page.hashed += hashed;
+            page.skills.push(entry);
+        }
+        Ok(())
     }
 
     /// The entry of the skill at `address`, if the caller can read it.
@@ -349,18 +394,19 @@ impl<'a> AgentSkills<'a> {
         let unknown = || AgentSkillsError::UnknownResource(address.segments.join("/"));
         let (node, marker, rest) = self.resolve(caller, address).await?.ok_or_else(unknown)?;
         let path = rest.join("/");
-        let record = marker.files.get(&path).ok_or_else(unknown)?;
+        let engine = self.catalog.folders;
+        let (object, record) = engine.file_path(&node, &marker, &path).map_err(|_| unknown())?;
         if record.size > MAX_READ_BYTES {
             return Err(AgentSkillsError::TooLarge { path, size: record.size });
         }
-        let object = node.paths().file(&marker.current_version, &path);
-        let bytes = self.catalog.folders.store().get(&object).await.map_err(FolderError::from)?.bytes().await;
+        let bytes = engine.store().get(&object).await.map_err(FolderError::from)?.bytes().await;
         Ok(FileContent { path, bytes: bytes.map_err(FolderError::from)? })
     }
 
     /// The children of the directory at `address` (a skill's own address
-    /// is its root), from `cursor`: [`DIRECTORY_PAGE`] at most, in name
-    /// order.
+    /// is its root), from `cursor`: [`DIRECTORY_PAGE`] at most, in the
+    /// order of the version's file table (by path). A cursor holds the
+    /// version it was given for: once another is current it is refused.
     pub async fn directory(
         &self,
         caller: &Caller,
@@ -394,19 +440,24 @@ impl<'a> AgentSkills<'a> {
         }
         let offset = match cursor {
             None => 0,
-            Some(text) => text
-                .parse::<usize>()
+            Some(text) => decode_token(text)
                 .ok()
+                .and_then(|token| {
+                    let (version, offset) = token.rsplit_once(':')?;
+                    (version == marker.current_version).then(|| offset.parse::<usize>().ok())?
+                })
                 .filter(|offset| *offset <= children.len())
                 .ok_or_else(|| AgentSkillsError::BadCursor(text.to_string()))?,
         };
         let end = (offset + DIRECTORY_PAGE).min(children.len());
-        let next_cursor = (end < children.len()).then(|| end.to_string());
+        let next_cursor = (end < children.len()).then(|| encode_token(format!("{}:{end}", marker.current_version)));
         Ok(DirectoryPage { children: children.drain(offset..end).collect(), next_cursor })
     }
 
     /// The skill `address` is in (the first of its path's prefixes that is
     /// a live skill), if the caller can read it, with the rest of the path.
+    /// The walk stops at the first prefix that is neither a skill nor a
+    /// folder, so a made-up path costs two reads at most.
     async fn resolve(
         &self,
         caller: &Caller,
@@ -414,49 +465,74 @@ impl<'a> AgentSkills<'a> {
     ) -> Result<Option<(Node, ResourceMarker, Vec<String>)>, AgentSkillsError> {
         let Ok(location) = self.catalog.buckets.decode(&address.authority) else { return Ok(None) };
         let type_name = self.handler()?.description().type_name.clone();
-        for depth in 1..=address.segments.len() {
-            let Some(url) = skill_url(&address.authority, &address.segments[..depth]) else { return Ok(None) };
+        let engine = self.catalog.folders;
+        let Ok(mut folder) = skill_url(&address.authority, &[], true) else { return Ok(None) };
+        for (depth, segment) in address.segments.iter().enumerate() {
+            let Ok(url) = folder.child(segment, false) else { return Ok(None) };
             let Ok(node) = Node::new(url, location.clone()) else { return Ok(None) };
-            let Some(marker) = self.catalog.folders.live_marker(&node).await? else { continue };
+            let Some(marker) = engine.live_marker(&node).await? else {
+                let Ok(url) = folder.child(segment, true) else { return Ok(None) };
+                let Ok(below) = Node::new(url.clone(), location.clone()) else { return Ok(None) };
+                if !engine.folder_exists(&below).await? {
+                    return Ok(None);
+                }
+                folder = url;
+                continue;
+            };
             if marker.type_name != type_name {
                 return Ok(None);
             }
-            let checked = self.catalog.folders.access_url(&node).await?;
-            let resource = Resource { url: &checked, location: &node.location };
-            return match self.catalog.access.check(caller, resource, Permission::Read).await {
-                Ok(()) => Ok(Some((node, marker, address.segments[depth..].to_vec()))),
-                Err(AccessError::Denied(_)) => Ok(None),
+            return match FolderResources::new(self.catalog).check(caller, &node, Permission::Read).await {
+                Ok(_) => Ok(Some((node, marker, address.segments[depth + 1..].to_vec()))),
+                Err(CatalogError::Access(AccessError::Denied(_))) => Ok(None),
                 Err(error) => Err(error.into()),
             };
         }
         Ok(None)
     }
 
-    /// The entry of the live skill `node`: none when its name is not its
-    /// frontmatter `name` (DIAL admits display names; SEP-2640 wants the
-    /// skill path's last segment to be the name).
+    /// The entry of the live skill `node`, if agents take it as one: its
+    /// name is its frontmatter `name` and a name as the Agent Skills format
+    /// wants it (SEP-2640: a skill's last path segment is its name), and its
+    /// handler describes it. A skill whose files or handler fail is left
+    /// out (logged), not the whole answer; a store that fails fails it.
     async fn entry(
         &self,
         handler: &Handler,
         node: &Node,
         marker: ResourceMarker,
     ) -> Result<Option<SkillEntry>, AgentSkillsError> {
+        let skipped = |error: FolderError| -> Result<Option<SkillEntry>, AgentSkillsError> {
+            match error {
+                FolderError::Storage(object_store::Error::NotFound { .. }) | FolderError::Handler(_) => {
+                    tracing::warn!(skill = %node.url, %error, "a skill left out of the agents' listing");
+                    Ok(None)
+                }
+                error => Err(error.into()),
+            }
+        };
         let engine = self.catalog.folders;
-        let frontmatter = engine
-            .kept_metadata(node, &marker, handler, FRONTMATTER_METADATA)
-            .await?
+        let kept = match engine.kept_metadata(node, &marker, handler, FRONTMATTER_METADATA).await {
+            Ok(kept) => kept,
+            Err(error) => return skipped(error),
+        };
+        // Verbatim or not at all: a skill its handler no longer describes is
+        // not listed.
+        let Some(frontmatter) = kept
             .and_then(|json| serde_json::from_str::<serde_json::Value>(&json).ok())
             .filter(serde_json::Value::is_object)
-            .unwrap_or_else(|| {
-                // A skill its handler no longer describes: what the marker has.
-                let field = |key: &str| marker.metadata.get(key).cloned().unwrap_or_default();
-                serde_json::json!({"name": field("name"), "description": field("description")})
-            });
-        let name = frontmatter.get("name").and_then(serde_json::Value::as_str);
-        if name.is_none() || name != node.url.name() {
+        else {
+            return Ok(None);
+        };
+        let name = frontmatter.get("name").and_then(serde_json::Value::as_str).unwrap_or_default();
+        let description = frontmatter.get("description").and_then(serde_json::Value::as_str).unwrap_or_default();
+        if node.url.name() != Some(name) || !listable(name, description) {
             return Ok(None);
         }
-        let marker = engine.file_digests(node, marker).await?;
+        let marker = match engine.file_digests(node, marker).await {
+            Ok(marker) => marker,
+            Err(error) => return skipped(error),
+        };
         let files = marker
             .files
             .iter()
@@ -474,14 +550,20 @@ impl<'a> AgentSkills<'a> {
     }
 }
 
-/// `skills/<bucket>/<segments…>` as a resource URL, if it is one.
-fn skill_url(bucket: &str, segments: &[String]) -> Option<ResourceUrl> {
-    let encoded: Vec<String> = segments
-        .iter()
-        .map(|segment| percent_encoding::utf8_percent_encode(segment, SEGMENT_ESCAPES).to_string())
-        .collect();
-    let bucket = percent_encoding::utf8_percent_encode(bucket, SEGMENT_ESCAPES);
-    ResourceUrl::parse(&format!("{SKILLS_GROUP}/{bucket}/{}", encoded.join("/")), Intent::Read).ok()
+/// The bytes of `marker`'s files that have no SHA-256 yet.
+fn unhashed(marker: &ResourceMarker) -> u64 {
+    marker.files.values().filter(|record| record.sha256.is_none()).map(|record| record.size).sum()
+}
+
+/// Whether the grant at `index` of the sorted `grants` is inside an
+/// earlier folder grant: one of its ancestor folders is granted (sorted,
+/// so found by binary search).
+fn covered_by_earlier(grants: &[String], index: usize) -> bool {
+    let url = &grants[index];
+    let body = url.strip_suffix('/').unwrap_or(url);
+    body.match_indices('/')
+        .map(|(at, _)| &url[..=at])
+        .any(|ancestor| grants[..index].binary_search_by(|grant| grant.as_str().cmp(ancestor)).is_ok())
 }
 
 #[cfg(test)]
@@ -492,13 +574,24 @@ mod tests {
     fn cursors_round_trip_and_refuse_what_they_did_not_write() {
         for cursor in [
             Cursor::default(),
-            Cursor { source: Source::Shared, grant: 3, token: Some("a:b/c".into()) },
-            Cursor { source: Source::Public, grant: 0, token: Some("x".into()) },
+            Cursor::at(Source::Shared, Some("skills/b/a:b/".into()), Some("x/y".into())),
+            Cursor::at(Source::Public, None, Some("x".into())),
         ] {
             assert_eq!(Cursor::parse(&cursor.render()), Some(cursor));
         }
-        for text in ["", "q:0:", "o::", "o:-1:", "s:1"] {
+        for text in ["", "o:0:", "not-base58-0OIl", &encode_token("{\"s\":\"q\"}"), &"1".repeat(MAX_CURSOR_BYTES + 1)] {
             assert_eq!(Cursor::parse(text), None, "{text}");
         }
+    }
+
+    #[test]
+    fn a_grant_inside_an_earlier_folder_grant_is_covered() {
+        let mut grants: Vec<String> =
+            ["skills/b/team/", "skills/b/team/a", "skills/b/team/sub/", "skills/b/teams", "skills/c/x"]
+                .map(String::from)
+                .to_vec();
+        grants.sort();
+        let covered: Vec<bool> = (0..grants.len()).map(|index| covered_by_earlier(&grants, index)).collect();
+        assert_eq!(covered, [false, true, true, false, false], "{grants:?}");
     }
 }

@@ -153,7 +153,12 @@ impl<'a> FolderResources<'a> {
 
     /// The one access check of a v2 node, on the URL access decisions use
     /// (a resource named in its listing form is the item), which it returns.
-    async fn check(&self, caller: &Caller, node: &Node, permission: Permission) -> Result<ResourceUrl, CatalogError> {
+    pub(crate) async fn check(
+        &self,
+        caller: &Caller,
+        node: &Node,
+        permission: Permission,
+    ) -> Result<ResourceUrl, CatalogError> {
         let checked = self.catalog.folders.access_url(node).await?;
         self.catalog.access.check(caller, Resource { url: &checked, location: &node.location }, permission).await?;
         Ok(checked)
@@ -419,11 +424,11 @@ fn named_version(version: Option<&str>) -> Result<Option<&str>, CatalogError> {
 
 /// Listing tokens are opaque to clients (Base58 of the last name returned),
 /// so they need no escaping in a query string.
-fn encode_token(token: impl AsRef<[u8]>) -> String {
+pub(crate) fn encode_token(token: impl AsRef<[u8]>) -> String {
     bs58::encode(token.as_ref()).into_string()
 }
 
-fn decode_token(token: &str) -> Result<String, CatalogError> {
+pub(crate) fn decode_token(token: &str) -> Result<String, CatalogError> {
     let invalid = || CatalogError::Invalid(format!("Invalid token: {token}"));
     let bytes = bs58::decode(token).into_vec().map_err(|_| invalid())?;
     String::from_utf8(bytes).map_err(|_| invalid())

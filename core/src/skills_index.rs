@@ -20,12 +20,11 @@ use crate::catalog::{Catalog, CatalogError};
 use crate::folders::archive::stream_zip;
 use crate::folders::{ListedNode, Node};
 use crate::handlers::Handler;
+use crate::hosted_skills::SKILLS_GROUP;
 use crate::resource_url::{Intent, ResourceUrl};
 
 /// The schema an index names.
 pub const DISCOVERY_SCHEMA: &str = "https://schemas.agentskills.io/discovery/0.2.0/schema.json";
-/// The group whose resources are skills.
-const SKILLS_GROUP: &str = "skills";
 /// Resources listed per store page while an index is built.
 const PAGE: usize = 1000;
 
@@ -138,7 +137,7 @@ impl<'a> SkillsIndex<'a> {
 /// format requires it (1–64 lowercase letters, digits and single inner
 /// hyphens; DIAL accepts display names too, with a warning, and agents
 /// skip such entries) and a description of 1–1024 characters.
-fn listable(name: &str, description: &str) -> bool {
+pub(crate) fn listable(name: &str, description: &str) -> bool {
     let name_ok = (1..=64).contains(&name.len())
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
@@ -149,15 +148,19 @@ fn listable(name: &str, description: &str) -> bool {
 
 /// `skills/public/<segments>` (a folder URL when `folder`).
 fn public_url(segments: &[String], folder: bool) -> Result<ResourceUrl, CatalogError> {
-    let encoded: Vec<String> = segments
-        .iter()
-        .map(|segment| percent_encoding::utf8_percent_encode(segment, crate::resource_url::SEGMENT_ESCAPES).to_string())
-        .collect();
-    let mut raw = format!("{SKILLS_GROUP}/public/{}", encoded.join("/"));
-    if folder && !raw.ends_with('/') {
-        raw.push('/');
+    skill_url("public", segments, folder)
+}
+
+/// `skills/<bucket id>/<segments…>` (decoded segments, each checked as the
+/// URL parser checks one; a folder URL when `folder`, the bucket root when
+/// there are none).
+pub(crate) fn skill_url(bucket: &str, segments: &[String], folder: bool) -> Result<ResourceUrl, CatalogError> {
+    let bucket = percent_encoding::utf8_percent_encode(bucket, crate::resource_url::SEGMENT_ESCAPES);
+    let mut url = ResourceUrl::parse(&format!("{SKILLS_GROUP}/{bucket}/"), Intent::Read)?;
+    for (index, segment) in segments.iter().enumerate() {
+        url = url.child(segment, folder || index + 1 < segments.len())?;
     }
-    Ok(ResourceUrl::parse(&raw, Intent::Read)?)
+    Ok(url)
 }
 
 /// Whether anyone, with no credentials, may read `url` in `public`: no

@@ -261,13 +261,25 @@ async fn cached_listings_agree_with_uncached_ones_on_the_local_disk() {
 fn settle_directories(root: &std::path::Path) {
     let at = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
     let mut pending = vec![root.to_path_buf()];
+    // A directory the store's background work removes meanwhile (a
+    // discarded staging folder) is skipped: it has nothing left to settle.
+    let gone = |error: &std::io::Error| error.kind() == std::io::ErrorKind::NotFound;
     while let Some(directory) = pending.pop() {
-        for entry in std::fs::read_dir(&directory).unwrap().flatten() {
-            if entry.file_type().unwrap().is_dir() {
+        let entries = match std::fs::read_dir(&directory) {
+            Ok(entries) => entries,
+            Err(error) if gone(&error) => continue,
+            Err(error) => panic!("{}: {error}", directory.display()),
+        };
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
                 pending.push(entry.path());
             }
         }
-        std::fs::File::open(&directory).unwrap().set_modified(at).unwrap();
+        match std::fs::File::open(&directory).and_then(|file| file.set_modified(at)) {
+            Ok(()) => {}
+            Err(error) if gone(&error) => {}
+            Err(error) => panic!("{}: {error}", directory.display()),
+        }
     }
 }
 

@@ -146,11 +146,19 @@ impl Fixture {
         let review = skill("name: review\ndescription: Reviews code.\n", &[("checklist.md", b"- check\n")]);
         self.put(&self.bob, &format!("skills/{b}/shared/review"), &review).await;
         self.put(&self.bob, &format!("skills/{b}/private/secret"), &skill("name: secret\ndescription: s\n", &[])).await;
-        let resources = json!([{"url": format!("skills/{b}/shared/"), "permissions": ["READ"]}]);
-        let invitation = self.post(&self.bob, "/v1/ops/resource/share/create", json!({"resources": resources})).await;
-        let link = invitation.json()["invitationLink"].as_str().unwrap().to_string();
-        let accepted = self.client.get(&format!("{link}?accept=true"), &self.alice.auth()).await;
-        assert_eq!(accepted.status, 200, "{}", accepted.body);
+        let solo = skill("name: solo\ndescription: Shared alone.\n", &[]);
+        self.put(&self.bob, &format!("skills/{b}/solo"), &solo).await;
+        // A folder, a skill inside it (listed once), and a skill on its own.
+        for urls in
+            [vec![format!("skills/{b}/shared/")], vec![format!("skills/{b}/shared/review"), format!("skills/{b}/solo")]]
+        {
+            let resources: Vec<Value> = urls.iter().map(|url| json!({"url": url, "permissions": ["READ"]})).collect();
+            let invitation =
+                self.post(&self.bob, "/v1/ops/resource/share/create", json!({"resources": resources})).await;
+            let link = invitation.json()["invitationLink"].as_str().unwrap().to_string();
+            let accepted = self.client.get(&format!("{link}?accept=true"), &self.alice.auth()).await;
+            assert_eq!(accepted.status, 200, "{}", accepted.body);
+        }
 
         let lint = skill("name: lint\ndescription: Lints.\n", &[]);
         self.put(&self.admin, "skills/public/team/lint", &lint).await;
@@ -171,6 +179,7 @@ impl Fixture {
                     format!("skill://{b}/shared/review/SKILL.md"),
                     (review, json!({"name": "review", "description": "Reviews code."})),
                 ),
+                (format!("skill://{b}/solo/SKILL.md"), (solo, json!({"name": "solo", "description": "Shared alone."}))),
                 (
                     "skill://public/team/lint/SKILL.md".to_string(),
                     (lint, json!({"name": "lint", "description": "Lints."})),
@@ -217,6 +226,7 @@ async fn skills_over_mcp(f: &Fixture) {
     let (listed, _) = f.list_all(alice).await;
     let uris: BTreeSet<&str> = listed.iter().map(|entry| entry["uri"].as_str().unwrap()).collect();
     assert_eq!(uris, expected.skills.keys().map(String::as_str).collect(), "{listed:#?}");
+    assert_eq!(listed.len(), uris.len(), "a skill shared twice (in a shared folder, and alone) is listed once");
     listed.iter().for_each(|entry| check_entry(entry, &expected));
     // skills/get answers the same entries, and nothing for what is hidden.
     for entry in &listed {
@@ -225,10 +235,21 @@ async fn skills_over_mcp(f: &Fixture) {
     }
     for uri in &expected.hidden {
         assert_eq!(f.error_code(alice, "skills/get", json!({"uri": uri})).await, -32602, "{uri}");
-        if !uri.contains(&alice.bucket) {
-            let file = f.error_code(alice, "resources/read", json!({"uri": uri})).await;
-            assert_eq!(file, -32002, "{uri}: its files are not found either");
+        let file = f.rpc(alice, "resources/read", json!({"uri": uri})).await.json();
+        if uri.contains(&alice.bucket) {
+            assert!(file["result"]["contents"][0]["text"].is_string(), "her own files she reads: {file}");
+        } else {
+            assert_eq!(file["error"]["code"], -32002, "{uri}: its files are not found either");
+            let modern = json!({"uri": uri, "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN}});
+            assert_eq!(f.error_code(alice, "resources/read", modern).await, -32602, "{uri}: on 2026-07-28");
         }
+    }
+    // No alias reaches a file: escapes that are not one, `..`, an escaped `/`.
+    for alias in
+        ["/scripts%2Frun.py", "/scripts/..%2FSKILL.md", "/%2E%2E/pdf-tools/SKILL.md", "/SKILL%zz.md", "/SKILL.md?x"]
+    {
+        let uri = format!("skill://{}/mine/pdf-tools{alias}", alice.bucket);
+        assert_eq!(f.error_code(alice, "resources/read", json!({"uri": uri})).await, -32002, "{uri}");
     }
     let pdf = format!("skill://{}/mine/pdf-tools", alice.bucket);
     for unknown in [format!("{pdf}/scripts/run.py"), format!("{pdf}/nope/SKILL.md"), "https://x/SKILL.md".into()] {
@@ -280,7 +301,22 @@ async fn skills_over_mcp(f: &Fixture) {
     let file = f.error_code(alice, "resources/directory/read", json!({"uri": format!("{pdf}/SKILL.md")})).await;
     assert_eq!(file, -32602, "a file is not a directory");
     let hidden = format!("skill://{}/private/secret", f.bob.bucket);
-    assert_eq!(f.error_code(alice, "resources/directory/read", json!({"uri": hidden})).await, -32002);
+    assert_eq!(f.error_code(alice, "resources/directory/read", json!({"uri": hidden})).await, -32602);
+
+    // resources/list: every file, SKILL.md under the skill's name and description.
+    let resources = f.result(alice, "resources/list", json!({})).await;
+    let skill_md = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["uri"] == format!("{pdf}/SKILL.md"))
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (&skill_md["name"], &skill_md["description"]),
+        (&json!("pdf-tools"), &json!("Fills PDF forms. Use for PDFs."))
+    );
+    assert_eq!(f.result(alice, "resources/templates/list", json!({})).await, json!({"resourceTemplates": []}));
 
     // The official SDK reads every file, byte for byte, on both protocols;
     // each matches the digest skills/list gave it.
@@ -333,9 +369,9 @@ async fn skills_over_mcp_on_the_local_disk() {
         f.put(&f.alice, &format!("skills/{}/bulk/s{n:03}", f.alice.bucket), &files).await;
     }
     let (all, pages) = f.list_all(&f.alice).await;
-    assert_eq!((all.len(), pages), (103, 2));
+    assert_eq!((all.len(), pages), (104, 2));
     let distinct: BTreeSet<&str> = all.iter().map(|entry| entry["uri"].as_str().unwrap()).collect();
-    assert_eq!(distinct.len(), 103, "no entry twice");
+    assert_eq!(distinct.len(), 104, "no entry twice");
     assert_eq!(f.error_code(&f.alice, "skills/list", json!({"cursor": "not-ours"})).await, -32602);
 
     // Warm, a page of 100 skills reads no skill's file or marker: only the
@@ -385,9 +421,12 @@ async fn the_mcp_endpoint_speaks_json_rpc_and_says_where_to_sign_in() {
     assert_eq!(answer["result"]["protocolVersion"], "2025-06-18", "{answer}");
     assert_eq!(answer["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/skills"]["directoryRead"], true);
     assert_eq!(client.get(MCP, &key).await.status, 405, "no event stream");
+    assert_eq!(client.send_raw("DELETE", MCP, &key, vec![]).await.status, 405, "no session to end");
+    let null_id = client.post(MCP, &key, r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).await;
+    assert_eq!((null_id.status, null_id.json()["error"]["code"].clone()), (400, json!(-32600)));
 
     let metadata_url = format!("{}/.well-known/oauth-protected-resource{MCP}", server.url);
-    for path in [MCP, "/v1/deployments/some-app/mcp"] {
+    for path in [MCP, "/v1/deployments/some-app/mcp", "/v1/deployments/applications/SomeBucket/team/app/mcp"] {
         let refused = client.post(path, &[], r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#).await;
         assert_eq!(refused.status, 401, "{path}: {}", refused.body);
         assert_eq!(refused.json()["id"], 3, "{path}: it answers its own id");

@@ -204,7 +204,13 @@ impl ResourceMarker {
             bytes: self.total_bytes(),
             keep_until: None,
             number: self.number,
-            metadata: self.metadata.clone(),
+            // The frontmatter kept for agents is the current version's only.
+            metadata: self
+                .metadata
+                .iter()
+                .filter(|(key, _)| *key != FRONTMATTER_METADATA)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         }
     }
 

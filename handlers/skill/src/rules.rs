@@ -19,8 +19,6 @@ pub const MAX_SKILL_FILE_BYTES: u64 = 1024 * 1024;
 const FRONTMATTER: Frontmatter = Frontmatter::new(SKILL_FILE).requiring("the fields `name` and `description`");
 /// The marker metadata entry holding the frontmatter as compact JSON.
 pub const FRONTMATTER_KEY: &str = "frontmatter";
-/// The largest frontmatter kept in the marker (every listing reads markers).
-const MAX_KEPT_FRONTMATTER_BYTES: usize = 16 * 1024;
 
 const MAX_NAME_CHARS: usize = 64;
 const MAX_DESCRIPTION_CHARS: usize = 1024;
@@ -171,12 +169,9 @@ fn check_fields(fields: &[(Scalar, Node)], resource: &ResourceInfo, report: &mut
     // SKILL.md), as `metadata.<key>`, nested values as compact JSON.
     report.marker.extend(entries);
     // The whole frontmatter as JSON, for agents that take it verbatim (the
-    // MCP Skills Extension's `frontmatter`) without reading SKILL.md; a
-    // larger one is read from SKILL.md when asked for.
-    let frontmatter = Node::Mapping(fields.to_vec()).to_compact_json();
-    if frontmatter.len() <= MAX_KEPT_FRONTMATTER_BYTES {
-        report.marker.push((FRONTMATTER_KEY.into(), frontmatter));
-    }
+    // MCP Skills Extension's `frontmatter`) without reading SKILL.md. The
+    // reader bounds it (64 KiB of YAML).
+    report.marker.push((FRONTMATTER_KEY.into(), Node::Mapping(fields.to_vec()).to_compact_json()));
 
     for (key, _) in fields {
         if !KNOWN_FIELDS.contains(&key.text.as_str()) {

@@ -30,13 +30,14 @@ pub struct ProtectedResource {
 }
 
 /// Whether `path` is one of the host's MCP endpoints: the skills
-/// endpoint, or a deployment's `/v1/deployments/{id}/mcp`.
+/// endpoint, or a deployment's `/v1/deployments/{id}/mcp` (a stored
+/// application's id has slashes: `applications/<bucket>/<path>`).
 fn is_mcp_path(path: &str) -> bool {
     path == SKILLS_MCP_PATH
         || path
             .strip_prefix("/v1/deployments/")
             .and_then(|rest| rest.strip_suffix("/mcp"))
-            .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+            .is_some_and(|id| !id.is_empty() && id.split('/').all(|segment| !segment.is_empty()))
 }
 
 /// The request's origin as its client reached it (a proxy in front names
@@ -100,10 +101,10 @@ mod tests {
 
     #[test]
     fn only_mcp_endpoints_are_protected_resources() {
-        for path in ["/v1/skills/mcp", "/v1/deployments/app/mcp"] {
+        for path in ["/v1/skills/mcp", "/v1/deployments/app/mcp", "/v1/deployments/applications/B/team/app/mcp"] {
             assert!(is_mcp_path(path), "{path}");
         }
-        for path in ["/v1/skills", "/v1/deployments//mcp", "/v1/deployments/a/b/mcp", "/v1/bucket"] {
+        for path in ["/v1/skills", "/v1/deployments//mcp", "/v1/deployments/a//b/mcp", "/v1/bucket"] {
             assert!(!is_mcp_path(path), "{path}");
         }
     }

@@ -103,7 +103,7 @@ pub async fn mcp(
         }
     };
     let server = Server { state: &state, caller: &caller };
-    match server.answer(&request.method, &request.params).await {
+    match server.answer(&request.method, &request.params, modern).await {
         Ok(mut result) => {
             if modern && let Value::Object(fields) = &mut result {
                 // The 2026-07-28 result fields, which its clients require.
@@ -139,6 +139,10 @@ fn parse(body: &[u8]) -> Result<Request, (i64, String)> {
     let value: Value = serde_json::from_slice(body).map_err(|e| (PARSE_ERROR, format!("Parse error: {e}")))?;
     if value.is_array() {
         return Err((INVALID_REQUEST, "Batches are not supported".into()));
+    }
+    // A null id is neither a request's (MCP forbids it) nor a notification's.
+    if value.get("id").is_some_and(Value::is_null) {
+        return Err((INVALID_REQUEST, "Invalid request: `id` must be a string or a number".into()));
     }
     let request: Request =
         serde_json::from_value(value).map_err(|e| (INVALID_REQUEST, format!("Invalid request: {e}")))?;
@@ -193,15 +197,13 @@ impl Failure {
 }
 
 impl From<AgentSkillsError> for Failure {
+    /// Every refusal of what the request named is -32602, as SEP-2640 and
+    /// the 2026-07-28 protocol answer them; [`Server::answer`] gives a
+    /// `resources/read` of the 2025 protocols its -32002.
     fn from(error: AgentSkillsError) -> Self {
-        let message = error.to_string();
         match error {
-            AgentSkillsError::UnknownResource(_) => Self::Rpc { code: RESOURCE_NOT_FOUND, message },
-            AgentSkillsError::UnknownSkill(_)
-            | AgentSkillsError::NotADirectory(_)
-            | AgentSkillsError::BadCursor(_)
-            | AgentSkillsError::TooLarge { .. } => Self::invalid(message),
             AgentSkillsError::Catalog(error) => Self::Host(error.into()),
+            error => Self::invalid(error.to_string()),
         }
     }
 }
@@ -213,7 +215,7 @@ struct Server<'a> {
 }
 
 impl Server<'_> {
-    async fn answer(&self, method: &str, params: &Value) -> Result<Value, Failure> {
+    async fn answer(&self, method: &str, params: &Value, modern: bool) -> Result<Value, Failure> {
         let skills = self.state.agent_skills();
         match method {
             "initialize" => {
@@ -251,19 +253,28 @@ impl Server<'_> {
             "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
             "resources/read" => {
                 let uri = uri_param(params)?;
-                let address = parse_uri(uri).ok_or_else(|| not_found(uri))?;
-                let file = skills.read(self.caller, &address).await?;
+                // -32002 on the 2025 protocols, -32602 on 2026-07-28.
+                let not_found = |message: String| {
+                    if modern { Failure::invalid(message) } else { Failure::Rpc { code: RESOURCE_NOT_FOUND, message } }
+                };
+                let address = parse_uri(uri).ok_or_else(|| not_found(format!("Resource not found: {uri}")))?;
+                let file = skills.read(self.caller, &address).await.map_err(|error| match error {
+                    AgentSkillsError::UnknownResource(_) => not_found(format!("Resource not found: {uri}")),
+                    error => error.into(),
+                })?;
                 let mime = mime_of(&file.path);
-                let content = match std::str::from_utf8(&file.bytes) {
-                    Ok(text) => json!({"uri": uri, "mimeType": mime, "text": text}),
-                    Err(_) => json!({"uri": uri, "mimeType": mime,
-                        "blob": base64::engine::general_purpose::STANDARD.encode(&file.bytes)}),
+                // The text (or base64) is moved into the answer, not copied.
+                let content = match String::from_utf8(Vec::from(file.bytes)) {
+                    Ok(text) => json!({"uri": uri, "mimeType": mime, "text": Value::String(text)}),
+                    Err(bytes) => json!({"uri": uri, "mimeType": mime,
+                        "blob": Value::String(base64::engine::general_purpose::STANDARD.encode(bytes.as_bytes()))}),
                 };
                 Ok(json!({"contents": [content]}))
             }
             "resources/directory/read" => {
                 let uri = uri_param(params)?;
-                let address = parse_uri(uri.trim_end_matches('/')).ok_or_else(|| not_found(uri))?;
+                let unknown = || Failure::invalid(format!("Not a directory of a skill: {uri}"));
+                let address = parse_uri(uri.trim_end_matches('/')).ok_or_else(unknown)?;
                 let page = skills.directory(self.caller, &address, cursor(params)?).await?;
                 Ok(directory_json(page))
             }
@@ -302,20 +313,25 @@ fn uri_param(params: &Value) -> Result<&str, Failure> {
     params.get("uri").and_then(Value::as_str).ok_or_else(|| Failure::invalid("`uri` (a string) is required"))
 }
 
-fn not_found(uri: &str) -> Failure {
-    Failure::Rpc { code: RESOURCE_NOT_FOUND, message: format!("Resource not found: {uri}") }
-}
-
 /// `skill://<authority>/<segments…>`, each segment percent-decoded; none
-/// for another scheme, an empty, `.` or `..` segment, or bad escapes.
+/// for another scheme, a query or fragment, an empty, `.` or `..` segment,
+/// a `%` that starts no escape, or an escape that decodes to `/` (one URI
+/// per file: `uri_of` writes each segment so).
 fn parse_uri(uri: &str) -> Option<SkillAddress> {
     let rest = uri.strip_prefix(SCHEME)?;
+    if rest.contains(['?', '#']) {
+        return None;
+    }
     let mut parts = rest.split('/');
     let authority = parts.next().filter(|authority| !authority.is_empty())?.to_string();
     let segments = parts
         .map(|segment| {
+            let escapes_ok = segment.match_indices('%').all(|(at, _)| {
+                segment.as_bytes().get(at + 1..at + 3).is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+            });
             let decoded = percent_decode_str(segment).decode_utf8().ok()?;
-            (!decoded.is_empty() && decoded != "." && decoded != "..").then(|| decoded.into_owned())
+            (escapes_ok && !decoded.is_empty() && decoded != "." && decoded != ".." && !decoded.contains('/'))
+                .then(|| decoded.into_owned())
         })
         .collect::<Option<Vec<String>>>()?;
     (!segments.is_empty()).then_some(SkillAddress { authority, segments })
@@ -344,15 +360,21 @@ fn entry_json(entry: &SkillEntry) -> Value {
     json!({"uri": uri_of(&entry.address, SKILL_FILE), "frontmatter": entry.frontmatter, "resources": resources})
 }
 
-/// A skill's files as `resources/list` gives them.
+/// A skill's files as `resources/list` gives them; its `SKILL.md` by the
+/// skill's name and description, as SEP-2640 suggests.
 fn resources_of(entry: &SkillEntry) -> Vec<Value> {
     let skill = entry.address.segments.last().cloned().unwrap_or_default();
     entry
         .files
         .iter()
         .map(|file| {
-            json!({"uri": uri_of(&entry.address, &file.path), "name": format!("{skill}/{}", file.path),
-                "mimeType": mime_of(&file.path), "size": file.size})
+            let mut resource = json!({"uri": uri_of(&entry.address, &file.path),
+                "name": format!("{skill}/{}", file.path), "mimeType": mime_of(&file.path), "size": file.size});
+            if file.path == SKILL_FILE {
+                resource["name"] = json!(skill);
+                resource["description"] = entry.frontmatter["description"].clone();
+            }
+            resource
         })
         .collect()
 }
@@ -388,7 +410,18 @@ mod tests {
         assert_eq!(uri, "skill://public/team%20a/pdf-tools/references/forms%20100%25.md");
         let parsed = parse_uri(&uri).unwrap();
         assert_eq!(parsed.segments, ["team a", "pdf-tools", "references", "forms 100%.md"]);
-        for bad in ["file://public/a", "skill:///a", "skill://public", "skill://public/a//b", "skill://public/a/../b"] {
+        for bad in [
+            "file://public/a",
+            "skill:///a",
+            "skill://public",
+            "skill://public/a//b",
+            "skill://public/a/../b",
+            "skill://public/a/%2E%2E/b",
+            "skill://public/a/b%2Fc",
+            "skill://public/a/%zz",
+            "skill://public/a/b%2",
+            "skill://public/a/b?x=1",
+        ] {
             assert_eq!(parse_uri(bad), None, "{bad}");
         }
     }
