@@ -41,8 +41,9 @@ const PAGE_HASHED_BYTES: u64 = 256 << 20;
 /// Listings and grants one page looks at, at most: past it, the page ends
 /// early (a page may be partial; its cursor goes on).
 const MAX_STEPS: usize = 64;
-/// What one store listing of a page asks for (folders count too).
-const LISTING_BATCH: usize = 1000;
+/// What one listing of a page asks for beyond the skills the page still
+/// has room for: the folders it walks through count too.
+const LISTING_SLACK: usize = 16;
 /// Children per `resources/directory/read` page.
 pub const DIRECTORY_PAGE: usize = 500;
 /// The largest file read whole into one answer (base64 in JSON for a
@@ -282,7 +283,8 @@ impl<'a> AgentSkills<'a> {
     ) -> Result<Option<String>, AgentSkillsError> {
         let filter: ListingFilter = self.catalog.access.listing_filter(caller, &node.location).await?;
         let shows = |url: &ResourceUrl| filter.shows(caller, url);
-        let listing = match self.catalog.folders.list(&node, true, token.as_deref(), LISTING_BATCH, &shows).await {
+        let limit = SKILLS_PAGE.saturating_sub(page.skills.len()) + LISTING_SLACK;
+        let listing = match self.catalog.folders.list(&node, true, token.as_deref(), limit, &shows).await {
             Ok(listing) => listing,
             // A bucket with no skills yet has no folder to list.
             Err(FolderError::NotFound(_)) => return Ok(None),

@@ -5,7 +5,9 @@
 //!    whole PUT of a 100-file, 5 MiB skill — the hashing as the upload path
 //!    does it (`DigestStream`, 1 MiB batches on the blocking pool) with and
 //!    without SHA-256, over the same bytes, against the PUT's own time (an
-//!    upper bound: the PUT hashes while its writes are in flight);
+//!    upper bound: the PUT hashes while its writes are in flight); and, with
+//!    `BENCH_BEFORE_BINARY=<a build from before SHA-256 was kept>`, the same
+//!    PUT on that server and on this one, alternated;
 //! 2. `mcp-list`: a `skills/list` page of 100 from 1 000 skills of 3 files,
 //!    warm, versus a `/v2` listing page of the same 100 (recursive, the
 //!    resources' metadata), and the store reads a warm page costs;
@@ -167,6 +169,22 @@ async fn sha256_beside_md5() {
     let (mut both, _) = alternate(|| hash(true), || async {}).await;
     let ((put_p50, _), (md5_p50, _), (both_p50, _)) = (summary(&mut puts), summary(&mut md5), summary(&mut both));
     let added = both_p50.saturating_sub(md5_p50);
+    // The same PUT on a build from before, alternated with this one.
+    let before = match std::env::var_os("BENCH_BEFORE_BINARY") {
+        Some(binary) => {
+            let before_dir = tempfile::tempdir().unwrap();
+            let old = ServerProcess::start_binary(binary.as_ref(), before_dir.path(), "", "warn");
+            let old_bucket = old.bucket(&client).await;
+            let old_url = format!("/v2/skills/{old_bucket}/big");
+            let (mut old_puts, mut new_puts) = alternate(
+                || put(&client, &old, API_KEY, &old_url, &files),
+                || put(&client, &server, API_KEY, &url, &files),
+            )
+            .await;
+            Some((summary(&mut old_puts), summary(&mut new_puts)))
+        }
+        None => None,
+    };
     println!("### 1. SHA-256 beside MD5 on a whole PUT — `{COMMAND} -- sha256`");
     println!();
     println!("100 files, {:.1} MiB, local disk, median of {ITERATIONS}.", total as f64 / (1 << 20) as f64);
@@ -182,6 +200,22 @@ async fn sha256_beside_md5() {
     println!("| MD5 and SHA-256 of its files | {} | {:.1} % |", micros(both_p50), pct(both_p50, put_p50));
     println!("| **SHA-256 added** (target ≤ 5 %) | **{}** | **{:.1} %** |", micros(added), pct(added, put_p50));
     println!();
+    if let Some(((old_p50, old_p90), (new_p50, new_p90))) = before {
+        println!(
+            "The same PUT on a build from before SHA-256 was kept and on this one, alternated, {ITERATIONS} each:"
+        );
+        println!();
+        println!("| server | median | p90 | vs before |");
+        println!("|---|---|---|---|");
+        println!("| before (MD5 only; baseline) | {} | {} | 1.00× |", micros(old_p50), micros(old_p90));
+        println!(
+            "| **now (MD5 and SHA-256; target ≤ 1.05×)** | **{}** | {} | **{:.3}×** |",
+            micros(new_p50),
+            micros(new_p90),
+            new_p50.as_secs_f64() / old_p50.as_secs_f64()
+        );
+        println!();
+    }
 }
 
 fn pct(part: Duration, whole: Duration) -> f64 {

@@ -36,6 +36,12 @@ impl ServerProcess {
     /// [`ServerProcess::start`] with the log filter `filter` (`info` logs
     /// every request: the production default).
     pub fn start_logging(dir: &std::path::Path, extra: &str, filter: &str) -> Self {
+        Self::start_binary(&binary(), dir, extra, filter)
+    }
+
+    /// [`ServerProcess::start_logging`] with another build of the server
+    /// (an earlier one, for a before/after in one run).
+    pub fn start_binary(binary: &std::path::Path, dir: &std::path::Path, extra: &str, filter: &str) -> Self {
         let config = dir.join("dial.toml");
         std::fs::write(
             &config,
@@ -48,7 +54,7 @@ impl ServerProcess {
             ),
         )
         .unwrap();
-        let mut command = Command::new(binary());
+        let mut command = Command::new(binary);
         command.arg("serve").arg("--config").arg(&config).current_dir(dir).env_remove("RUST_LOG");
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("DIAL_HOST_") {
