@@ -382,6 +382,26 @@ async fn skills_over_mcp_on_the_local_disk() {
     let reads = store_operations(&scrape(&f.client).await, &["get", "get_opts", "get_ranges", "head"])
         - store_operations(&before, &["get", "get_opts", "get_ranges", "head"]);
     assert!(reads <= 4.0, "a warm page of 100 skills read the store {reads} times");
+
+    // A directory of 501 children in pages of 500; a file above 8 MiB is
+    // not read whole into an answer.
+    let wide: Vec<(String, Vec<u8>)> = (0..501).map(|n| (format!("many/f{n:03}.txt"), vec![b'x'; 4])).collect();
+    let mut files = skill("name: wide\ndescription: Many files.\n", &[]);
+    files.extend(wide);
+    files.insert("big.bin".into(), vec![7u8; (8 << 20) + 1]);
+    f.put(&f.alice, &format!("skills/{}/wide", f.alice.bucket), &files).await;
+    let many = format!("skill://{}/wide/many", f.alice.bucket);
+    let first = f.result(&f.alice, "resources/directory/read", json!({"uri": many})).await;
+    assert_eq!(first["resources"].as_array().unwrap().len(), 500);
+    let second =
+        f.result(&f.alice, "resources/directory/read", json!({"uri": many, "cursor": first["nextCursor"]})).await;
+    assert_eq!(second["resources"].as_array().unwrap().len(), 1);
+    assert_eq!(second["resources"][0]["name"], "f500.txt");
+    assert!(second.get("nextCursor").is_none(), "{second}");
+    let big = json!({"uri": format!("skill://{}/wide/big.bin", f.alice.bucket)});
+    let refused = f.rpc(&f.alice, "resources/read", big).await.json();
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("GET /v2/"), "{refused}");
 }
 
 #[tokio::test]
