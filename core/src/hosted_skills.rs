@@ -122,7 +122,7 @@ impl Skill {
             VersionRef::Number(number) => versions.find(|v| v.number() == *number),
             VersionRef::Epoch(epoch) => versions.find(|v| v.epoch_micros() == *epoch),
         };
-        found.ok_or_else(|| SkillsError::VersionNotFound(reference.to_string()))
+        found.ok_or_else(|| SkillsError::VersionNotFound(shown(&reference.to_string())))
     }
 }
 
@@ -219,7 +219,24 @@ pub struct Upload {
     /// A create: the skill already there that an identical upload by the
     /// same caller is a retry of.
     retry_of: Option<ResourceMarker>,
+    /// A new version: the latest one, made by the same caller moments ago,
+    /// that an identical upload is a retry of.
+    retry_of_version: Option<(ResourceMarker, SkillVersion)>,
+    /// Why the version may not be committed unless it is such a retry: the
+    /// skill keeps no more versions than it has.
+    full: Option<String>,
     create: bool,
+}
+
+/// What deleting a version did.
+pub enum Dropped {
+    /// The version left the history (when it was the current one, the
+    /// newest remaining became current; when it was the only one, the skill
+    /// went with it).
+    Version(SkillVersion),
+    /// The version named was there and is gone already: the retry of a
+    /// delete whose answer was lost.
+    Already,
 }
 
 /// The skills APIs over the catalog's stores, for one request.
@@ -240,7 +257,7 @@ impl<'a> HostedSkills<'a> {
     /// also change it). A skill the caller may not read is "not found",
     /// like one that is not there.
     pub async fn find(&self, caller: &Caller, id: &str, permission: Permission) -> Result<Skill, SkillsError> {
-        let not_found = || SkillsError::NotFound(id.to_string());
+        let not_found = || SkillsError::NotFound(shown(id));
         let (url, created_at) = parse_skill_id(id).ok_or_else(not_found)?;
         let handler = self.handler()?;
         let location = self.catalog.buckets.decode(url.bucket()).map_err(|_| not_found())?;
@@ -319,15 +336,55 @@ impl<'a> HostedSkills<'a> {
             Err(FolderError::Precondition(_)) => return Err(conflict(name)),
             staging => staging?,
         };
-        staging.require_metadata("name", name);
-        Ok(Upload { staging, node, handler, retry_of, create: true })
+        staging.require_metadata("name", &[name]);
+        Ok(Upload { staging, node, handler, retry_of, retry_of_version: None, full: None, create: true })
     }
 
-    /// Starts a new version of `skill` (found with Write).
-    pub async fn start_version(&self, skill: &Skill) -> Result<Upload, SkillsError> {
+    /// The names a new version of `skill` may come under, as its top folder
+    /// and the `name` in its SKILL.md: the skill's folder, and the name the
+    /// skill has when it was made through `/v2` under another folder (DIAL
+    /// only warns of that; the hosted APIs' download names the folder).
+    pub fn version_names<'s>(&self, skill: &'s Skill) -> Vec<&'s str> {
+        let mut names = vec![skill.name()];
+        if let Some(name) = skill.marker.metadata.get("name").filter(|name| name.as_str() != skill.name()) {
+            names.push(name);
+        }
+        names
+    }
+
+    /// Starts a new version of `skill` (found with Write) by `caller`. A
+    /// skill that has as many versions as retention keeps takes none (SPEC
+    /// §12): a version an API client made is never dropped silently, so
+    /// the answer names the setting — unless the upload may be the retry
+    /// of the version this caller made moments ago ([`HostedSkills::finish`]).
+    pub async fn start_version(&self, caller: &Caller, skill: &Skill) -> Result<Upload, SkillsError> {
+        let latest = skill.latest();
+        let retry_of_version = (latest.record.author.as_deref() == Some(caller.author_name().as_str())
+            && now_ms() - latest.record.created_at <= REPLAY_WINDOW_MS)
+            .then(|| (skill.marker.clone(), latest.clone()));
+        let keep = self.catalog.folders.retention(&skill.handler).keep_versions as usize;
+        let full = (skill.versions().len() >= keep).then(|| {
+            format!(
+                "The skill has {} versions, as many as it keeps (keep_versions: handlers.types.{SKILLS_GROUP}.keep_versions, \
+                 else folders.keep_versions; it is {keep}): a new version would drop the oldest, whose id would stop \
+                 answering. Delete a version first, or raise keep_versions",
+                skill.versions().len()
+            )
+        });
+        if let (Some(full), None) = (&full, &retry_of_version) {
+            return Err(SkillsError::Conflict(full.clone()));
+        }
         let mut staging = self.catalog.folders.stage(&skill.node, &skill.handler, &Preconditions::default()).await?;
-        staging.require_metadata("name", skill.name());
-        Ok(Upload { staging, node: skill.node.clone(), handler: skill.handler.clone(), retry_of: None, create: false })
+        staging.require_metadata("name", &self.version_names(skill));
+        Ok(Upload {
+            staging,
+            node: skill.node.clone(),
+            handler: skill.handler.clone(),
+            retry_of: None,
+            retry_of_version,
+            full,
+            create: false,
+        })
     }
 
     /// Validates and commits what `upload` received: a create as the
@@ -357,6 +414,18 @@ impl<'a> HostedSkills<'a> {
             let version = skill.current().clone();
             return Ok((skill, version));
         }
+        if let Some((marker, latest)) = upload.retry_of_version.take()
+            && upload.staging.etag() == latest.record.etag
+        {
+            // The same files as the version this caller made moments ago:
+            // the retry of a version create whose answer was lost.
+            upload.staging.discard().await;
+            return Ok((Skill::new(upload.node, upload.handler, marker), latest));
+        }
+        if let Some(full) = upload.full.take() {
+            upload.staging.discard().await;
+            return Err(SkillsError::Conflict(full));
+        }
         let conditions = if upload.create { Preconditions::create_only() } else { Preconditions::default() };
         let engine = self.catalog.folders;
         let committed = match engine
@@ -372,12 +441,37 @@ impl<'a> HostedSkills<'a> {
     }
 
     /// Deletes the skill `id` names: the store's delete — a tombstone the
-    /// owner can restore within the grace period; its shares end.
+    /// owner can restore within the grace period; its shares end. Deleting
+    /// a skill that is deleted already (a retry whose first answer was lost)
+    /// is done: the tombstone it left shows it was this skill.
     pub async fn delete(&self, caller: &Caller, id: &str) -> Result<(), SkillsError> {
-        let skill = self.find(caller, id, Permission::Write).await?;
+        let skill = match self.find(caller, id, Permission::Write).await {
+            Err(SkillsError::NotFound(_)) if self.was_deleted(caller, id).await? => return Ok(()),
+            found => found?,
+        };
+        self.delete_skill(skill).await
+    }
+
+    async fn delete_skill(&self, skill: Skill) -> Result<(), SkillsError> {
         let link = Link { url: skill.node.url, location: skill.node.location, kind: Kind::Folder(skill.handler) };
         self.catalog.delete(&link, &Preconditions::default()).await?;
         Ok(())
+    }
+
+    /// Whether the skill `id` names is deleted and `caller` could have
+    /// deleted it: its tombstone is there, from the same creation.
+    async fn was_deleted(&self, caller: &Caller, id: &str) -> Result<bool, SkillsError> {
+        let Some((url, created_at)) = parse_skill_id(id) else { return Ok(false) };
+        let Ok(location) = self.catalog.buckets.decode(url.bucket()) else { return Ok(false) };
+        let Ok(node) = Node::new(url, location) else { return Ok(false) };
+        let resource = Resource { url: &node.url, location: &node.location };
+        match self.catalog.access.check(caller, resource, Permission::Write).await {
+            Ok(()) => {}
+            Err(AccessError::Denied(_)) => return Ok(false),
+            Err(error) => return Err(CatalogError::from(error).into()),
+        }
+        let tombstone = self.catalog.folders.tombstone(&node).await?;
+        Ok(tombstone.is_some_and(|marker| marker.created_at == created_at))
     }
 
     /// Makes the version `reference` names the current one, without a new
@@ -390,25 +484,53 @@ impl<'a> HostedSkills<'a> {
         Ok(Skill::new(skill.node, skill.handler, marker))
     }
 
-    /// Removes the version `reference` names from the skill's history; the
-    /// current version stays (400). Returns the version removed.
+    /// Removes the version `reference` names from the skill's history (SPEC
+    /// §12). Deleting the current version makes the newest remaining one
+    /// current, so Anthropic's recipe — every version newest first, then the
+    /// skill — works, and so does a rollback by deleting a bad latest
+    /// version; deleting the only version deletes the skill (the skill
+    /// delete that follows in the recipe is then done already). A version
+    /// named again after its delete is [`Dropped::Already`].
     pub async fn drop_version(
         &self,
         caller: &Caller,
         id: &str,
         reference: &VersionRef,
-    ) -> Result<SkillVersion, SkillsError> {
+    ) -> Result<Dropped, SkillsError> {
         let skill = self.find(caller, id, Permission::Write).await?;
-        let version = skill.version(reference)?;
+        let version = match skill.version(reference) {
+            Ok(version) => version.clone(),
+            Err(not_found) => {
+                return if self.was_dropped(&skill, reference).await? { Ok(Dropped::Already) } else { Err(not_found) };
+            }
+        };
         if version.current {
-            return Err(SkillsError::Invalid(format!(
-                "Version {} is the skill's current (default) version: it cannot be deleted while it is; make another \
-                 version the default first, or delete the skill",
-                version.id
-            )));
+            let Some(next) = skill.versions().iter().find(|other| !other.current) else {
+                self.delete_skill(skill).await?;
+                return Ok(Dropped::Version(version));
+            };
+            let engine = self.catalog.folders;
+            engine.make_current(&skill.node, &next.record.version, &skill.handler, &Preconditions::default()).await?;
         }
         self.catalog.folders.drop_version(&skill.node, &version.record.version).await?;
-        Ok(version.clone())
+        Ok(Dropped::Version(version))
+    }
+
+    /// Whether the version `reference` names was one of `skill`'s and has
+    /// been deleted: a number below the highest given (numbers are never
+    /// given twice), or an id whose files wait for the sweep.
+    async fn was_dropped(&self, skill: &Skill, reference: &VersionRef) -> Result<bool, SkillsError> {
+        match reference {
+            VersionRef::Number(number) => {
+                let highest = skill.versions().iter().map(SkillVersion::number).max().unwrap_or(0);
+                Ok(*number >= 1 && *number <= skill.marker.last_number.unwrap_or(0).max(highest))
+            }
+            VersionRef::Id(id) => match id.strip_prefix(VERSION_ID_PREFIX) {
+                Some(version) => Ok(self.catalog.folders.version_was_dropped(&skill.node, version).await?),
+                None => Ok(false),
+            },
+            VersionRef::Latest | VersionRef::Epoch(_) => Ok(false),
+        }
     }
 
     /// The archive of the version `reference` names (`None`: the current
@@ -459,6 +581,17 @@ fn is_retry_candidate(marker: &ResourceMarker, caller: &Caller) -> bool {
         && marker.history.is_empty()
         && now_ms() - marker.created_at <= REPLAY_WINDOW_MS
 }
+
+/// At most [`SHOWN_CHARS`] characters of an id a client sent, for a
+/// message (an id may be as long as a URL allows).
+pub fn shown(id: &str) -> String {
+    match id.char_indices().nth(SHOWN_CHARS) {
+        Some((end, _)) => format!("{}…", &id[..end]),
+        None => id.to_string(),
+    }
+}
+
+const SHOWN_CHARS: usize = 200;
 
 fn encode_segment(name: &str) -> String {
     percent_encoding::utf8_percent_encode(name, crate::resource_url::SEGMENT_ESCAPES).to_string()

@@ -36,6 +36,7 @@ mod sharing;
 mod skills_api;
 mod skills_discovery;
 mod skills_mcp;
+mod skills_migration;
 mod startup;
 mod support;
 mod uploads;

@@ -13,7 +13,7 @@ use crate::support::{Client, JwtUser as User, Reply, Server, Setup, unzip};
 use crate::upstream::{clients_python, run_client_async};
 
 const HS_SECRET: &str = "skills-api-secret";
-const PROJECT_KEY: &str = "skills-api-project-key-0123";
+pub(crate) const PROJECT_KEY: &str = "skills-api-project-key-0123";
 const S3_BUCKET: &str = "skills-api";
 
 /// A skill's files by their path inside the skill (no top folder), sorted.
@@ -84,24 +84,30 @@ impl SkillDir {
 }
 
 /// A server with a project key and JWT users, on the local disk or on S3 (moto).
-struct Fixture {
+pub(crate) struct Fixture {
     _setup: Setup,
-    server: Server,
-    client: Client,
+    pub(crate) server: Server,
+    pub(crate) client: Client,
     /// The project key's bucket.
-    bucket: String,
+    pub(crate) bucket: String,
     _emulator: Option<services::Emulator>,
 }
 
 impl Fixture {
     /// On the local disk (`Setup`'s default store); `None` (a skip) without `.venv-clients`.
-    async fn local() -> Option<Self> {
+    pub(crate) async fn local() -> Option<Self> {
         clients_python()?;
         Some(Self::start(None).await)
     }
 
+    /// On the local disk with `extra` TOML appended to the configuration.
+    pub(crate) async fn local_with(extra: &str) -> Option<Self> {
+        clients_python()?;
+        Some(Self::start_with(None, extra).await)
+    }
+
     /// On S3 (moto); `None` (a skip) without moto or `.venv-clients`, a panic under `CI=true`.
-    async fn s3() -> Option<Self> {
+    pub(crate) async fn s3() -> Option<Self> {
         clients_python()?;
         let moto = services::emulator("s3")?;
         moto.create(S3_BUCKET);
@@ -109,11 +115,15 @@ impl Fixture {
     }
 
     async fn start(emulator: Option<services::Emulator>) -> Self {
+        Self::start_with(emulator, "").await
+    }
+
+    async fn start_with(emulator: Option<services::Emulator>, extra: &str) -> Self {
         let setup = Setup::new();
         let storage = emulator.as_ref().map(|moto| moto.storage_toml(S3_BUCKET)).unwrap_or_default();
         let config = setup.config(&format!(
             "[encryption]\nsecret = \"s\"\n[identity]\nhs256_secret = \"{HS_SECRET}\"\nroles_claim = \"roles\"\n\
-             [keys.{PROJECT_KEY}]\nproject = \"skills-team\"\nroles = [\"user\"]\n{storage}"
+             [keys.{PROJECT_KEY}]\nproject = \"skills-team\"\nroles = [\"user\"]\n{storage}\n{extra}"
         ));
         let server = setup.start(Some(&config), &[]);
         let client = server.client();
@@ -123,7 +133,7 @@ impl Fixture {
         Self { _setup: setup, server, client, bucket, _emulator: emulator }
     }
 
-    async fn user(&self, id: &str) -> User {
+    pub(crate) async fn user(&self, id: &str) -> User {
         User::new(&self.client, HS_SECRET, id, &["user"]).await
     }
 
@@ -137,19 +147,19 @@ impl Fixture {
         out
     }
 
-    async fn get(&self, path: &str, auth: &[(&str, &str)]) -> Reply {
+    pub(crate) async fn get(&self, path: &str, auth: &[(&str, &str)]) -> Reply {
         self.client.get(path, auth).await
     }
 
     /// The ZIP DIAL serves for `skills/{bucket}/{name}` (its current version), unzipped.
-    async fn dial_files(&self, bucket: &str, name: &str, auth: &[(&str, &str)]) -> Files {
+    pub(crate) async fn dial_files(&self, bucket: &str, name: &str, auth: &[(&str, &str)]) -> Files {
         let reply = self.get(&format!("/v2/skills/{bucket}/{name}"), auth).await;
         assert_eq!(reply.status, 200, "GET /v2/skills/{bucket}/{name}: {}", reply.body);
         unzip(&reply.bytes)
     }
 
     /// DIAL's version history of `skills/{bucket}/{name}`, newest first.
-    async fn dial_versions(&self, bucket: &str, name: &str, auth: &[(&str, &str)]) -> Vec<Value> {
+    pub(crate) async fn dial_versions(&self, bucket: &str, name: &str, auth: &[(&str, &str)]) -> Vec<Value> {
         let reply = self.get(&format!("/v2/versions/skills/{bucket}/{name}"), auth).await;
         assert_eq!(reply.status, 200, "GET /v2/versions/skills/{bucket}/{name}: {}", reply.body);
         let listing = reply.json();
@@ -158,7 +168,7 @@ impl Fixture {
     }
 
     /// Whether `skills/{bucket}/{name}` exists for DIAL.
-    async fn dial_status(&self, bucket: &str, name: &str, auth: &[(&str, &str)]) -> u16 {
+    pub(crate) async fn dial_status(&self, bucket: &str, name: &str, auth: &[(&str, &str)]) -> u16 {
         self.get(&format!("/v2/skills/{bucket}/{name}"), auth).await.status
     }
 

@@ -283,6 +283,10 @@ impl Client {
         self.send(self.http.post(self.url(path)).body(body.to_string()), headers).await
     }
 
+    pub async fn post_bytes(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+        self.send(self.http.post(self.url(path)).body(body.to_vec()), headers).await
+    }
+
     pub async fn put_body(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
         self.send(self.http.put(self.url(path)).body(body.to_vec()), headers).await
     }

@@ -17,7 +17,7 @@ Scenarios, each a run of SDK calls with checks:
 
   anthropic       GA shapes: create (display_name given / defaulted), bad layouts (400), a taken name
                   (409, not to be retried), list paging and `source`, retrieve, unknown id (404),
-                  versions (create, list, `latest`, download, delete; the current one: 400), bad key
+                  versions (create, list, `latest`, download, delete), bad key
   anthropic-beta  the `skills-2025-10-02` beta header: display_title, 16-digit `version`, `directory`,
                   versions addressed by that number; the same skill without the header in GA shape
   openai          create (files[] parts, one zip), versions "1", "2", …, the movable default and the
@@ -319,13 +319,7 @@ def scenario_anthropic(args: argparse.Namespace) -> dict[str, Any]:
     expect_zip("the first version downloaded after the second", v1, anthropic_download(a, created.id, first.id))
     expect_zip("the second version downloaded", v2, anthropic_download(a, created.id, second.id))
 
-    # Deleting versions: not the current one; the other one, which then is gone.
-    expect_error(
-        "versions.delete of the current version",
-        anthropic.BadRequestError,
-        lambda: a.skills.versions.delete(second.id, skill_id=created.id),
-        error_type="invalid_request_error",
-    )
+    # Deleting a version: it is gone (deleting the current one: skills_migration.py).
     deleted = a.skills.versions.delete(first.id, skill_id=created.id)
     expect("versions.delete", ("skill_version_deleted", first.id), (deleted.type, deleted.id))
     expect_error(
@@ -399,11 +393,6 @@ def scenario_anthropic_beta(args: argparse.Namespace) -> dict[str, Any]:
     expect_zip("beta download of the first version", v1, anthropic_download(a, skill_id, first, **beta))
     expect_zip("beta download of the second version", v2, anthropic_download(a, skill_id, second, **beta))
 
-    expect_error(
-        "beta versions.delete of the current version",
-        anthropic.BadRequestError,
-        lambda: a.beta.skills.versions.delete(second, skill_id=skill_id, **beta),
-    )
     deleted = raw(a.beta.skills.versions.with_raw_response.delete(first, skill_id=skill_id, **beta))
     expect("beta versions.delete: type", "skill_version_deleted", deleted.get("type"))
     # The beta answers with the number it was given; the GA id of that version is accepted too.
@@ -499,12 +488,7 @@ def scenario_openai(args: argparse.Namespace) -> dict[str, Any]:
         "versions.retrieve('2')", version2.model_dump(), o.skills.versions.retrieve("2", skill_id=skill.id).model_dump()
     )
 
-    # Version deletes: never the default; numbers are not reused.
-    expect_error(
-        "versions.delete of the default version",
-        openai.BadRequestError,
-        lambda: o.skills.versions.delete("2", skill_id=skill.id),
-    )
+    # Version deletes: numbers are not reused (deleting the default: skills_migration.py).
     deleted = o.skills.versions.delete("3", skill_id=skill.id)
     expect(
         "versions.delete('3')",
@@ -528,11 +512,6 @@ def scenario_openai(args: argparse.Namespace) -> dict[str, Any]:
     back = o.skills.update(skill.id, default_version="1")
     expect("update(default_version='1')", ("1", "4"), (back.default_version, back.latest_version))
     expect_zip("content after update to 1", v1, o.skills.content.retrieve(skill.id).read())
-    expect_error(
-        "versions.delete of the default 1",
-        openai.BadRequestError,
-        lambda: o.skills.versions.delete("1", skill_id=skill.id),
-    )
     expect("versions at the end", ["4", "2", "1"], [v.version for v in o.skills.versions.list(skill.id, order="desc")])
 
     # The skills list: paged with `after`, both orders, first_id / last_id / has_more.

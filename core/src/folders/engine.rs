@@ -425,11 +425,12 @@ impl FolderEngine {
         let version = staging.pending.version.clone();
         let (metadata, warnings) = self.check_with_handler(&node, &version, &staging.files, handler).await?;
         if let Some((key, expected)) = &staging.required_metadata
-            && metadata.get(key) != Some(expected)
+            && !metadata.get(key).is_some_and(|found| expected.contains(found))
         {
             let found = metadata.get(key).map_or_else(|| "none".to_string(), |found| format!("'{found}'"));
+            let expected = expected.iter().map(|value| format!("'{value}'")).collect::<Vec<_>>().join(" or ");
             return Err(FolderError::BadRequest(format!(
-                "The folder name '{expected}' must match the {key} in the upload ({key}: {found})"
+                "The folder name {expected} must match the {key} in the upload ({key}: {found})"
             )));
         }
         // Creating is structural (bucket lock); replacing is a content update

@@ -116,6 +116,29 @@ impl FolderEngine {
         Err(FolderError::Conflict(format!("{} kept changing; retry", node.item_url())))
     }
 
+    /// Whether `version` was a retained version of the resource and has been
+    /// dropped since: its manifest stays until the sweep takes the version
+    /// after the grace period, so a retried drop can be told from a drop of
+    /// a version that never was.
+    pub async fn version_was_dropped(&self, node: &Node, version: &str) -> Result<bool, FolderError> {
+        if version.is_empty() || !version.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-') {
+            return Ok(false);
+        }
+        let manifest = node.paths.version(version).join(RESOURCE_MARKER);
+        match self.store.head(&manifest).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// The tombstone at `node`, if the resource there was deleted (and not
+    /// made again since): a retried delete answers as the first one did.
+    pub async fn tombstone(&self, node: &Node) -> Result<Option<ResourceMarker>, FolderError> {
+        let read = self.read_resource_marker(node).await?;
+        Ok(read.map(|read| read.marker).filter(|marker| !marker.is_ready()))
+    }
+
     /// Writes `marker` over the one read as `expected` and publishes the
     /// change; `false` when another writer got there first (look again).
     async fn rewrite_history(

@@ -62,7 +62,7 @@ pub struct Staging {
     pub(super) display_name: Option<String>,
     /// A metadata entry the handler must read from the files, or the
     /// commit is refused ([`Staging::require_metadata`]).
-    pub(super) required_metadata: Option<(String, String)>,
+    pub(super) required_metadata: Option<(String, Vec<String>)>,
     /// The per-request key the upload came with: the commit happens only
     /// while it lives ([`Staging::bind_to_key`]).
     pub(super) key: Option<WritingKey>,
@@ -110,11 +110,13 @@ impl Staging {
         self.display_name = Some(display_name);
     }
 
-    /// Refuses the commit unless the handler reads `value` as the metadata
-    /// `key` (the hosted skills APIs: the upload's top folder must be the
-    /// `name` in SKILL.md, where a `/v2` PUT only warns).
-    pub fn require_metadata(&mut self, key: &str, value: &str) {
-        self.required_metadata = Some((key.to_string(), value.to_string()));
+    /// Refuses the commit unless the handler reads one of `values` as the
+    /// metadata `key` (the hosted skills APIs: the `name` in SKILL.md must
+    /// be the upload's top folder — or, for a new version of a skill made
+    /// through `/v2` under another folder, the name it has — where a `/v2`
+    /// PUT only warns).
+    pub fn require_metadata(&mut self, key: &str, values: &[&str]) {
+        self.required_metadata = Some((key.to_string(), values.iter().map(|value| value.to_string()).collect()));
     }
 
     /// The aggregate etag of what is staged so far (after [`Staging::flush`]).

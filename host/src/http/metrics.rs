@@ -4,7 +4,9 @@
 //! and out as they flow. The access log is one `info` line per request on
 //! the target `dial_host::access` with the same fields and the deployment
 //! a mint site called ([`Deployment`]) — never a URL, query string, key or
-//! token.
+//! token — and the request's id, which every answer carries as
+//! `x-request-id` (OpenAI's SDK reads it) and `request-id` (Anthropic's):
+//! the one a gateway in front sent as `x-request-id`, or a new one.
 
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -12,7 +14,7 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request};
-use axum::http::Method;
+use axum::http::{HeaderMap, HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::Response;
 use bytes::Bytes;
@@ -32,12 +34,16 @@ pub const ACCESS_LOG: &str = "dial_host::access";
 /// `axum::middleware::from_fn(metrics::http::track)`, layered on the router
 /// (so `MatchedPath` is known).
 pub async fn track(request: Request, next: Next) -> Response {
+    let request_id = request_id(request.headers());
     let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str).to_string();
     let method = method_label(request.method());
     let started = Instant::now();
     let bytes_in = counter!(HTTP_BYTES_IN, "route" => route.clone());
     let request = request.map(|body| Body::new(Counted { inner: body, bytes: bytes_in }));
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
+    for name in [X_REQUEST_ID, REQUEST_ID] {
+        response.headers_mut().insert(name, request_id.clone());
+    }
     let took = started.elapsed();
     let status = response.status().as_u16().to_string();
     let deployment = response.extensions().get::<Deployment>().map(|d| d.0.as_str());
@@ -48,12 +54,33 @@ pub async fn track(request: Request, next: Next) -> Response {
         status = response.status().as_u16(),
         duration_ms = took.as_secs_f64() * 1000.0,
         deployment,
+        request_id = request_id.to_str().unwrap_or_default(),
         "request"
     );
     histogram!(HTTP_DURATION, "route" => route.clone(), "method" => method).record(took.as_secs_f64());
     counter!(HTTP_REQUESTS, "route" => route.clone(), "method" => method, "status" => status).increment(1);
     let bytes_out = counter!(HTTP_BYTES_OUT, "route" => route);
     response.map(|body| Body::new(Counted { inner: body, bytes: bytes_out }))
+}
+
+/// The request id headers every answer carries.
+pub const X_REQUEST_ID: &str = "x-request-id";
+pub const REQUEST_ID: &str = "request-id";
+/// The longest request id taken from a gateway.
+const MAX_REQUEST_ID: usize = 128;
+
+/// The `x-request-id` a gateway sent, if it is a short token of letters,
+/// digits and `-_.:`; else `req_<new id>`.
+fn request_id(headers: &HeaderMap) -> HeaderValue {
+    let sent = headers.get(X_REQUEST_ID).filter(|value| {
+        let bytes = value.as_bytes();
+        !bytes.is_empty()
+            && bytes.len() <= MAX_REQUEST_ID
+            && bytes.iter().all(|byte| byte.is_ascii_alphanumeric() || b"-_.:".contains(byte))
+    });
+    sent.cloned().unwrap_or_else(|| {
+        HeaderValue::from_str(&format!("req_{}", crate::clock::new_id())).expect("hex is a header value")
+    })
 }
 
 /// Methods by name; anything else is `other` (clients choose methods).

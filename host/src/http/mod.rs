@@ -29,7 +29,7 @@ mod wire;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::header;
-use axum::routing::{MethodRouter, get, post};
+use axum::routing::{MethodRouter, any, get, post};
 use tower_http::cors::{Any, CorsLayer};
 
 use hosted_skills::{anthropic, openai};
@@ -107,35 +107,43 @@ pub(crate) fn routes_table() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/v1/ops/resource/per-request-permissions/list", post(permissions::list)),
         ("/v1/consent/{*rest}", get(consent::get).post(consent::post).delete(consent::delete)),
         // The hosted skills APIs: uploads are limited by the engine while streaming.
-        ("/anthropic/v1/skills", post(anthropic::create).get(anthropic::list).layer(DefaultBodyLimit::disable())),
-        ("/anthropic/v1/skills/{skill_id}", get(anthropic::retrieve).delete(anthropic::delete)),
+        ("/anthropic/v1/skills", anthropic_api(post(anthropic::create).get(anthropic::list))),
+        ("/anthropic/v1/skills/{skill_id}", anthropic_api(get(anthropic::retrieve).delete(anthropic::delete))),
         (
             "/anthropic/v1/skills/{skill_id}/versions",
-            post(anthropic::create_version).get(anthropic::list_versions).layer(DefaultBodyLimit::disable()),
+            anthropic_api(post(anthropic::create_version).get(anthropic::list_versions)),
         ),
         (
             "/anthropic/v1/skills/{skill_id}/versions/{version}",
-            get(anthropic::retrieve_version).delete(anthropic::delete_version),
+            anthropic_api(get(anthropic::retrieve_version).delete(anthropic::delete_version)),
         ),
-        ("/anthropic/v1/skills/{skill_id}/versions/{version}/content", get(anthropic::version_content)),
-        ("/openai/v1/skills", post(openai::create).get(openai::list).layer(DefaultBodyLimit::disable())),
-        ("/openai/v1/skills/{skill_id}", get(openai::retrieve).post(openai::update).delete(openai::delete)),
-        ("/openai/v1/skills/{skill_id}/content", get(openai::content)),
-        (
-            "/openai/v1/skills/{skill_id}/versions",
-            post(openai::create_version).get(openai::list_versions).layer(DefaultBodyLimit::disable()),
-        ),
+        ("/anthropic/v1/skills/{skill_id}/versions/{version}/content", anthropic_api(get(anthropic::version_content))),
+        ("/openai/v1/skills", openai_api(post(openai::create).get(openai::list))),
+        ("/openai/v1/skills/{skill_id}", openai_api(get(openai::retrieve).post(openai::update).delete(openai::delete))),
+        ("/openai/v1/skills/{skill_id}/content", openai_api(get(openai::content))),
+        ("/openai/v1/skills/{skill_id}/versions", openai_api(post(openai::create_version).get(openai::list_versions))),
         (
             "/openai/v1/skills/{skill_id}/versions/{version}",
-            get(openai::retrieve_version).delete(openai::delete_version),
+            openai_api(get(openai::retrieve_version).delete(openai::delete_version)),
         ),
-        ("/openai/v1/skills/{skill_id}/versions/{version}/content", get(openai::version_content)),
+        ("/openai/v1/skills/{skill_id}/versions/{version}/content", openai_api(get(openai::version_content))),
         ("/v2/metadata/{*path}", get(v2::metadata)),
         ("/v2/versions/{*path}", get(v2::versions)),
         ("/v2/ops/{group}/restore", post(v2::restore)),
         // Uploads are limited by the engine while streaming, per type.
         ("/v2/{*path}", get(v2::get).put(v2::put).delete(v2::delete).layer(DefaultBodyLimit::disable())),
     ]
+}
+
+/// A route of Anthropic's skills API: uploads are limited by the engine
+/// while streaming; another method is a 405 in Anthropic's error shape.
+fn anthropic_api(route: MethodRouter<AppState>) -> MethodRouter<AppState> {
+    route.layer(DefaultBodyLimit::disable()).fallback(hosted_skills::anthropic_unknown)
+}
+
+/// A route of OpenAI's skills API, like [`anthropic_api`].
+fn openai_api(route: MethodRouter<AppState>) -> MethodRouter<AppState> {
+    route.layer(DefaultBodyLimit::disable()).fallback(hosted_skills::openai_unknown)
 }
 
 /// All routes, with CORS (DIAL answers every origin and exposes its headers,
@@ -145,11 +153,19 @@ pub fn router(state: AppState) -> Router {
         .allow_origin(Any)
         .allow_methods(Any)
         .allow_headers(Any)
-        .expose_headers([header::ETAG])
+        .expose_headers([
+            header::ETAG,
+            header::HeaderName::from_static(metrics::X_REQUEST_ID),
+            header::HeaderName::from_static(metrics::REQUEST_ID),
+        ])
         .max_age(std::time::Duration::from_secs(86400));
     routes_table()
         .into_iter()
         .fold(Router::new(), |router, (template, route)| router.route(template, route))
+        // Anything else under the skills APIs' prefixes: a 404 in their
+        // error shapes (what only answers errors is no documented route).
+        .route("/anthropic/v1/{*rest}", any(hosted_skills::anthropic_unknown))
+        .route("/openai/v1/{*rest}", any(hosted_skills::openai_unknown))
         .fallback(routes::not_found)
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(cors)

@@ -323,18 +323,20 @@ pub async fn retrieve_version(
 }
 
 /// `DELETE /anthropic/v1/skills/{skill_id}/versions/{version}`: one version
-/// leaves the history; the current one cannot (400).
+/// leaves the history; when it was the latest, the newest remaining one
+/// becomes current; when it was the only one, the skill goes with it.
 #[utoipa::path(delete, path = "/anthropic/v1/skills/{skill_id}/versions/{version}", tag = "skills-api", operation_id = "anthropic_skills_delete_version",
     params(("skill_id" = String, Path, description = "The skill's id"),
         ("version" = String, Path, description = "A version id, or the beta's epoch-microseconds version")),
     responses((status = 200, description = "Deleted", body = AnthropicDeleted),
-        (status = 400, description = "The version is the skill's current one")))]
+        (status = 404, description = "No such version")))]
 pub async fn delete_version(
     State(state): State<AppState>,
     caller: Result<Caller, ApiError>,
     Path((id, named)): Path<(String, String)>,
 ) -> Response {
     let deleted = async {
+        // Done now or by the call this one retries: the same answer.
         state.hosted_skills().drop_version(&caller?, &id, &version_ref(&named)).await?;
         Ok(Json(AnthropicDeleted { kind: "skill_version_deleted", id: named }).into_response())
     };

@@ -12,12 +12,12 @@ use std::collections::HashMap;
 use std::time::UNIX_EPOCH;
 
 use axum::body::Body;
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 
 use super::error::{ApiError, Dialect};
 use super::state::AppState;
-use crate::hosted_skills::{SKILLS_GROUP, Skill, SkillVersion, VERSION_ID_PREFIX, VersionRef, parse_skill_id};
+use crate::hosted_skills::{SKILLS_GROUP, Skill, SkillVersion, VERSION_ID_PREFIX, VersionRef, parse_skill_id, shown};
 use upload::{UploadTerms, ZipLimits};
 
 /// Query parameters (unknown ones are ignored, as the hosted APIs do).
@@ -26,6 +26,52 @@ type Params = HashMap<String, String>;
 /// The route's answer, or its error in the API's dialect.
 fn answer(dialect: Dialect, result: Result<Response, ApiError>) -> Response {
     result.unwrap_or_else(|error| dialect.render(error))
+}
+
+/// Any other route or method under `/anthropic/v1/`: 404 (405 on a known
+/// path) in Anthropic's error shape, so the SDK shows what was wrong.
+pub async fn anthropic_unknown(method: Method, uri: Uri) -> Response {
+    Dialect::Anthropic.render(unknown_route(&method, &uri))
+}
+
+/// Any other route or method under `/openai/v1/`, in OpenAI's error shape.
+pub async fn openai_unknown(method: Method, uri: Uri) -> Response {
+    Dialect::OpenAi.render(unknown_route(&method, &uri))
+}
+
+/// The skills APIs' paths, each as a pattern of segments (`*` one id).
+const ROUTES: &[&str] = &[
+    "skills",
+    "skills/*",
+    "skills/*/content",
+    "skills/*/versions",
+    "skills/*/versions/*",
+    "skills/*/versions/*/content",
+];
+
+fn unknown_route(method: &Method, uri: &Uri) -> ApiError {
+    let path = uri.path();
+    let (prefix, rest) = match path.strip_prefix("/anthropic/v1/") {
+        Some(rest) => ("/anthropic/v1", rest),
+        None => ("/openai/v1", path.strip_prefix("/openai/v1/").unwrap_or_default()),
+    };
+    let segments: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
+    let known = ROUTES.iter().any(|route| {
+        let pattern: Vec<&str> = route.split('/').collect();
+        pattern.len() == segments.len() && pattern.iter().zip(&segments).all(|(p, s)| *p == "*" || p == s)
+    });
+    let shown = shown(path);
+    if known {
+        return ApiError::new(StatusCode::METHOD_NOT_ALLOWED, format!("{method} is not a method of {shown}"))
+            .permanent();
+    }
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!(
+            "No route {method} {shown}: this host serves the skills API under {prefix}/skills, nothing else of {prefix}"
+        ),
+    )
+    .permanent()
 }
 
 /// `limit` of a list: `default` when absent, within `1..=max`.
@@ -118,6 +164,7 @@ fn versions_page(
 }
 
 fn bad_cursor(cursor: &str) -> ApiError {
+    let cursor = shown(cursor);
     ApiError::bad_request(format!("{cursor:?} is no page of this list: pass the id the page before ended with"))
 }
 

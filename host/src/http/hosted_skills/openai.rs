@@ -13,7 +13,7 @@ use super::{Params, answer, described, limit, skills_page, upload_terms, version
 use crate::access::Permission;
 use crate::auth::Caller;
 use crate::folders::Becomes;
-use crate::hosted_skills::{HostedSkills, Skill, SkillVersion, SkillsError, VersionRef};
+use crate::hosted_skills::{Dropped, HostedSkills, Skill, SkillVersion, SkillsError, VersionRef};
 use crate::http::error::{ApiError, Dialect};
 use crate::http::state::AppState;
 
@@ -72,7 +72,24 @@ pub struct OpenAiDeleted {
 /// `POST /openai/v1/skills/{skill_id}`'s body.
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct OpenAiSkillUpdate {
-    default_version: String,
+    default_version: VersionName,
+}
+
+/// A version as a body names it: `"2"` as the SDK types it, or `2`.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum VersionName {
+    Text(String),
+    Number(u64),
+}
+
+impl VersionName {
+    fn reference(&self) -> VersionRef {
+        match self {
+            Self::Text(text) => version_named(text),
+            Self::Number(number) => VersionRef::Number(*number),
+        }
+    }
 }
 
 fn skill_object(skill: &Skill) -> OpenAiSkill {
@@ -204,15 +221,12 @@ pub async fn update(
         let update: OpenAiSkillUpdate = serde_json::from_slice(&body).map_err(|error| {
             ApiError::bad_request(format!("Expected a JSON body {{\"default_version\": \"<number>\"}}: {error}"))
         })?;
-        let skill =
-            match state.hosted_skills().make_current(&caller, &id, &version_named(&update.default_version)).await {
-                Err(SkillsError::VersionNotFound(named)) => {
-                    return Err(ApiError::bad_request(format!(
-                        "default_version {named:?} is not a version of this skill"
-                    )));
-                }
-                skill => skill?,
-            };
+        let skill = match state.hosted_skills().make_current(&caller, &id, &update.default_version.reference()).await {
+            Err(SkillsError::VersionNotFound(named)) => {
+                return Err(ApiError::bad_request(format!("default_version {named:?} is not a version of this skill")));
+            }
+            skill => skill?,
+        };
         Ok(Json(skill_object(&skill)).into_response())
     };
     answer(Dialect::OpenAi, updated.await)
@@ -329,28 +343,27 @@ pub async fn retrieve_version(
     answer(Dialect::OpenAi, found.await)
 }
 
-/// `DELETE /openai/v1/skills/{skill_id}/versions/{version}`: the default
-/// version cannot be deleted (400); its number is never given again.
+/// `DELETE /openai/v1/skills/{skill_id}/versions/{version}`: deleting the
+/// default version makes the newest remaining one the default; deleting the
+/// only one deletes the skill. A number is never given again.
 #[utoipa::path(delete, path = "/openai/v1/skills/{skill_id}/versions/{version}", tag = "skills-api", operation_id = "openai_skills_delete_version",
     params(("skill_id" = String, Path, description = "The skill's id"),
         ("version" = String, Path, description = "The version number")),
     responses((status = 200, description = "Deleted", body = OpenAiDeleted),
-        (status = 400, description = "The version is the default one")))]
+        (status = 404, description = "No such version")))]
 pub async fn delete_version(
     State(state): State<AppState>,
     caller: Result<Caller, ApiError>,
     Path((id, named)): Path<(String, String)>,
 ) -> Response {
     let deleted = async {
-        let version = state.hosted_skills().drop_version(&caller?, &id, &version_named(&named)).await?;
-        let number = version.number().to_string();
-        Ok(Json(OpenAiDeleted {
-            id: version.id,
-            object: "skill.version.deleted",
-            deleted: true,
-            version: Some(number),
-        })
-        .into_response())
+        let (id, number) = match state.hosted_skills().drop_version(&caller?, &id, &version_named(&named)).await? {
+            Dropped::Version(version) => (version.id.clone(), version.number().to_string()),
+            // A retry: the version's id is gone with it, its name is not.
+            Dropped::Already => (named.clone(), named),
+        };
+        Ok(Json(OpenAiDeleted { id, object: "skill.version.deleted", deleted: true, version: Some(number) })
+            .into_response())
     };
     answer(Dialect::OpenAi, deleted.await)
 }

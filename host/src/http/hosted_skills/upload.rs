@@ -167,11 +167,16 @@ async fn start(
 ) -> Result<Upload, ApiError> {
     match destination {
         Destination::NewSkill => Ok(skills.start_create(caller, top).await?),
-        Destination::Version(skill) if skill.name() == top => Ok(skills.start_version(skill).await?),
-        Destination::Version(skill) => Err(ApiError::bad_request(format!(
-            "The upload's top-level folder {top:?} must be the skill's name {:?}",
-            skill.name()
-        ))),
+        Destination::Version(skill) => {
+            let names = skills.version_names(skill);
+            if !names.contains(&top) {
+                let names = names.iter().map(|name| format!("{name:?}")).collect::<Vec<_>>().join(" or ");
+                return Err(ApiError::bad_request(format!(
+                    "The upload's top-level folder {top:?} must be the skill's name {names}"
+                )));
+            }
+            Ok(skills.start_version(caller, skill).await?)
+        }
     }
 }
 
@@ -265,26 +270,80 @@ enum Inflated {
 /// is inflated. Then the entries are inflated in turn on a blocking thread
 /// and handed over chunk by chunk (at most [`ZIP_CHUNKS_IN_FLIGHT`] of
 /// [`ZIP_CHUNK`] bytes), each stopped at the size it declared.
+///
+/// A zip with `SKILL.md` at its root (what `/v2` downloads, and what a zip
+/// made inside a skill's folder holds) is the skill's folder itself: its
+/// name is the skill's (a new version) or the `name` its SKILL.md gives (a
+/// new skill; the handler checks it as for any upload).
 async fn from_zip(receiver: &mut Receiver<'_, '_>, file: std::fs::File, max_entries: u64) -> Result<(), ApiError> {
-    let (file, directory) = blocking(move || {
+    let (mut file, directory) = blocking(move || {
         let mut file = file;
         unzip::read_directory(&mut file, max_entries).map(|directory| (file, directory))
     })
     .await?;
     let Some(first) = directory.files.first() else { return Ok(()) };
-    let first = first.name.clone();
-    let (first_top, _) = split_path(&first)?;
-    let mut plan = Vec::with_capacity(directory.files.len());
-    for entry in &directory.files {
-        let (top, path) = split_path(&entry.name)?;
-        if top != first_top {
-            return Err(two_folders(first_top, top));
+    let (top, paths) = match directory.files.iter().find(|entry| entry.name == SKILL_FILE) {
+        Some(skill_md) => {
+            let top = match receiver.destination {
+                Destination::Version(skill) => skill.name().to_string(),
+                Destination::NewSkill => {
+                    let skill_md = skill_md.clone();
+                    let (back, name) =
+                        blocking(move || skill_name_in(&mut file, &skill_md).map(|name| (file, name))).await?;
+                    file = back;
+                    name.ok_or_else(|| {
+                        ApiError::bad_request(
+                            "The zip has SKILL.md at its root, and its frontmatter gives no name: put a name: line \
+                             in it, or zip the skill's folder",
+                        )
+                    })?
+                }
+            };
+            (top, directory.files.iter().map(|entry| entry.name.clone()).collect::<Vec<_>>())
         }
-        plan.push((path, entry.size));
+        None => {
+            let (first_top, _) = split_path(&first.name)?;
+            let mut paths = Vec::with_capacity(directory.files.len());
+            for entry in &directory.files {
+                let (top, path) = split_path(&entry.name)?;
+                if top != first_top {
+                    return Err(two_folders(first_top, top));
+                }
+                paths.push(path.to_string());
+            }
+            (first_top.to_string(), paths)
+        }
+    };
+    let (upload, _) = receiver.file(&format!("{top}/{SKILL_FILE}")).await?;
+    let plan = paths.iter().zip(&directory.files).map(|(path, entry)| (path.as_str(), entry.size));
+    upload.staging.check_plan(plan)?;
+    inflate(upload, file, directory, paths).await
+}
+
+/// The file every skill has at its root.
+const SKILL_FILE: &str = "SKILL.md";
+/// The head of a SKILL.md read for its frontmatter's `name`.
+const FRONTMATTER_HEAD_BYTES: u64 = 64 << 10;
+
+/// The `name` in the frontmatter of the zip's `entry` (its first 64 KiB).
+fn skill_name_in(file: &mut std::fs::File, entry: &unzip::ZipEntry) -> Result<Option<String>, ZipError> {
+    let mut head = Vec::new();
+    unzip::read_entry(file, entry)?.take(FRONTMATTER_HEAD_BYTES).read_to_end(&mut head)?;
+    Ok(frontmatter_name(&String::from_utf8_lossy(&head)))
+}
+
+/// The `name:` line of a SKILL.md's YAML frontmatter, unquoted; only to
+/// place the upload — the skill handler reads the frontmatter whole and
+/// refuses the commit unless its `name` is this one.
+fn frontmatter_name(text: &str) -> Option<String> {
+    let mut lines = text.strip_prefix('\u{feff}').unwrap_or(text).lines();
+    if lines.next()?.trim_end() != "---" {
+        return None;
     }
-    let (upload, _) = receiver.file(&first).await?;
-    upload.staging.check_plan(plan.iter().map(|(path, size)| (*path, *size)))?;
-    inflate(upload, file, directory).await
+    let value = lines.take_while(|line| line.trim_end() != "---").find_map(|line| line.strip_prefix("name:"))?;
+    let value = value.trim();
+    let unquoted = ['"', '\''].iter().find_map(|quote| value.strip_prefix(*quote)?.strip_suffix(*quote));
+    Some(unquoted.unwrap_or(value).trim().to_string()).filter(|name| !name.is_empty())
 }
 
 /// Runs a zip read on the blocking pool, its refusal a 400.
@@ -299,13 +358,14 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
-/// Inflates every file of `directory` into the staging, in order.
-async fn inflate(upload: &mut Upload, file: std::fs::File, directory: ZipDirectory) -> Result<(), ApiError> {
-    let paths: Vec<String> = directory
-        .files
-        .iter()
-        .map(|entry| split_path(&entry.name).map(|(_, p)| p.to_owned()))
-        .collect::<Result<_, _>>()?;
+/// Inflates every file of `directory` into the staging, in order, each at
+/// its path in `paths`.
+async fn inflate(
+    upload: &mut Upload,
+    file: std::fs::File,
+    directory: ZipDirectory,
+    paths: Vec<String>,
+) -> Result<(), ApiError> {
     let (sender, mut chunks) = mpsc::channel(ZIP_CHUNKS_IN_FLIGHT);
     let reader = tokio::task::spawn_blocking(move || read_entries(file, &directory, &sender));
     for path in &paths {
@@ -380,6 +440,16 @@ mod tests {
             assert_eq!(error.status, axum::http::StatusCode::BAD_REQUEST, "{bad}");
         }
         assert!(split_path("a\\SKILL.md").unwrap_err().message.contains("invalid characters"));
+    }
+
+    #[test]
+    fn the_name_comes_from_the_frontmatter() {
+        assert_eq!(frontmatter_name("---\nname: pdf\ndescription: x\n---\nbody").as_deref(), Some("pdf"));
+        assert_eq!(frontmatter_name("\u{feff}---\r\nname: \"a-b\"\r\n---\r\n").as_deref(), Some("a-b"));
+        assert_eq!(frontmatter_name("---\ndescription: x\nname: 'q'\n---\n").as_deref(), Some("q"));
+        for none in ["name: pdf\n", "---\ndescription: x\n---\nname: later\n", "---\nname:\n---\n", ""] {
+            assert_eq!(frontmatter_name(none), None, "{none:?}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::folders::ListedNode;
 use crate::folders::marker::{FRONTMATTER_METADATA, FolderMarker, ResourceMarker};
 use crate::folders::names::FILES_SEGMENT;
 use crate::folders::resource_type;
+use crate::hosted_skills::{SKILLS_GROUP, skill_id};
 use crate::resource_url::{ResourceUrl, SEGMENT_ESCAPES};
 
 /// What `GET /v2/metadata/…` answers: a resource, or a folder (of
@@ -60,6 +61,7 @@ pub fn resource_node(url: &ResourceUrl, marker: &ResourceMarker) -> Node {
     node.metadata = Some(metadata);
     node.author = marker.author.clone();
     node.warnings = (!marker.warnings.is_empty()).then(|| marker.warnings.clone());
+    node.skill_id = (url.group() == SKILLS_GROUP).then(|| skill_id(url, marker.created_at));
     node
 }
 

@@ -44,6 +44,10 @@ pub struct Node {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<Object>>)]
     pub warnings: Option<Vec<Problem>>,
+    /// A skill: its id in the hosted skills APIs (`skill_…`), so a grantee
+    /// who finds it in `share/list` or a listing can call them with it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skill_id: Option<String>,
     /// v1 files and v2 file listings: a file's size in bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content_length: Option<u64>,
@@ -110,6 +114,7 @@ impl Node {
             metadata: None,
             author: None,
             warnings: None,
+            skill_id: None,
             content_length: None,
             content_type: None,
             permissions: None,
