@@ -45,6 +45,18 @@ pub struct Config {
     pub audit: AuditConfig,
     pub feed: FeedConfig,
     pub listings: ListingsConfig,
+    pub skills_api: SkillsApiConfig,
+}
+
+/// Anthropic's and OpenAI's skills APIs (SPEC §12).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SkillsApiConfig {
+    /// A name or description the hosted services would refuse ("My Skill",
+    /// a reserved word, an XML tag): `warn` (the default) accepts it with a
+    /// warning in the answer; `refuse` answers 400, for teams that sync
+    /// skills both ways.
+    pub vendor_names: crate::hosted_skills::VendorNames,
 }
 
 /// What listings keep between requests.
@@ -124,6 +136,7 @@ impl Default for Config {
             audit: AuditConfig::default(),
             feed: FeedConfig::default(),
             listings: ListingsConfig::default(),
+            skills_api: SkillsApiConfig::default(),
         }
     }
 }

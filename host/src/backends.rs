@@ -15,6 +15,7 @@ use object_store::ObjectStore;
 use object_store::path::Path;
 use object_store::prefix::PrefixStore;
 
+use crate::folders::Pager;
 use crate::storage::{self, StorageError};
 
 /// How long a cloud client keeps retrying one failed call when `storage.retry_timeout_ms` is not set.
@@ -36,10 +37,20 @@ pub fn open_with_retry(
     options: &BTreeMap<String, String>,
     retry_timeout: Duration,
 ) -> Result<Arc<dyn ObjectStore>, StorageError> {
+    open_with_pager(url, options, retry_timeout).map(|(store, _)| store)
+}
+
+/// [`open_with_retry`], and for S3 the store's paged listing, which asks for no more keys than a page
+/// needs (`max-keys`; the folder engine lists through it).
+pub fn open_with_pager(
+    url: &str,
+    options: &BTreeMap<String, String>,
+    retry_timeout: Duration,
+) -> Result<(Arc<dyn ObjectStore>, Option<Pager>), StorageError> {
     if let Some(store) = storage::open_local(url)? {
         // A typo'd option for a cloud store would otherwise be silently ignored on the local default.
         return if options.is_empty() {
-            Ok(store)
+            Ok((store, None))
         } else {
             Err(StorageError::OptionsNotApplicable { url: url.into() })
         };
@@ -66,6 +77,7 @@ pub fn open_with_retry(
     let (_, prefix) = object_store::ObjectStoreScheme::parse(&parsed).map_err(unsupported)?;
     let prefix = Path::parse(prefix).map_err(|_| StorageError::UnsupportedUrl(url.into()))?;
     let retry = object_store::RetryConfig { retry_timeout, ..Default::default() };
+    let mut pager = None;
     let store: Arc<dyn ObjectStore> = match cloud {
         Cloud::S3 => {
             let builder = all.into_iter().fold(object_store::aws::AmazonS3Builder::new().with_url(url), |b, (k, v)| {
@@ -74,7 +86,9 @@ pub fn open_with_retry(
                     Err(_) => b,
                 }
             });
-            Arc::new(builder.with_retry(retry).build()?)
+            let s3 = Arc::new(builder.with_retry(retry).build()?);
+            pager = Some(Pager::new(s3.clone(), prefix.clone()));
+            s3
         }
         Cloud::Gcs => {
             let builder =
@@ -97,7 +111,9 @@ pub fn open_with_retry(
             Arc::new(builder.with_retry(retry).build()?)
         }
     };
-    if prefix.as_ref().is_empty() { Ok(store) } else { Ok(Arc::new(PrefixStore::new(store, prefix))) }
+    let store: Arc<dyn ObjectStore> =
+        if prefix.as_ref().is_empty() { store } else { Arc::new(PrefixStore::new(store, prefix)) };
+    Ok((store, pager))
 }
 
 /// Backends the project's own tests run against an emulator of (local disk, memory, S3 on moto, Azure on

@@ -227,7 +227,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     let secret = config.encryption.secret.as_deref().context("encryption.secret is not set")?;
     let auth = Authenticator::new(config.keys.clone(), &config.identity, &config.access)?;
     let storage_url = config.storage_url();
-    let opened = crate::backends::open_with_retry(
+    let (opened, pager) = crate::backends::open_with_pager(
         &storage_url,
         &config.storage.options,
         Duration::from_millis(config.storage.retry_timeout_ms.max(1)),
@@ -280,7 +280,8 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
             config.handlers.types.clone(),
         )
         .with_path_limits(PathLimits::for_url(&config.storage_url()))
-        .with_listings(&config.listings, crate::backends::lists_in_key_order(&config.storage_url())),
+        .with_listings(&config.listings, crate::backends::lists_in_key_order(&config.storage_url()))
+        .with_pager(pager),
     );
     if let Some(moved) = folders.migrate_layout().await.context("moving the store to the indexed layout")? {
         tracing::info!(
@@ -357,6 +358,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
         feed_heartbeat: Duration::from_secs(config.feed.heartbeat_seconds.max(1)),
         feed_subscriptions: crate::http::subscriptions::Subscriptions::new(config.feed.max_subscriptions_per_caller),
         stopping: tokio::sync::watch::Sender::new(false),
+        vendor_names: config.skills_api.vendor_names,
     }))
 }
 

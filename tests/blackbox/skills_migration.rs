@@ -8,7 +8,10 @@
 
 use serde_json::{Value, json};
 
+use futures_util::StreamExt;
+
 use crate::skills_api::{Fixture, PROJECT_KEY};
+use crate::support::{sample, scrape};
 use crate::upstream::run_client_async;
 
 const KEY: [(&str, &str); 1] = [("Api-Key", PROJECT_KEY)];
@@ -180,4 +183,108 @@ async fn a_version_an_api_client_made_is_never_dropped_silently() {
     let out = run(&f, "retention", PROJECT_KEY, &[]).await;
     let versions = f.dial_versions(&f.bucket, "kept", &KEY).await;
     assert_eq!(versions.len(), 3, "three kept, none dropped: {versions:?} {out}");
+}
+
+/// The handler's warnings and the hosted services' rules reach SDK callers
+/// in the create answers; with `skills_api.vendor_names = "refuse"` such a
+/// skill is refused and nothing is made (today's main: silence, and the
+/// setting unknown).
+#[tokio::test]
+async fn warnings_reach_sdk_callers_and_vendor_names_can_be_refused() {
+    let Some(f) = Fixture::local().await else { return };
+    run(&f, "warnings", PROJECT_KEY, &[]).await;
+    let Some(strict) = Fixture::local_with("[skills_api]\nvendor_names = \"refuse\"\n").await else { return };
+    run(&strict, "warnings", PROJECT_KEY, &["--refuse"]).await;
+    assert_eq!(strict.dial_status(&strict.bucket, "claude-notes", &KEY).await, 404, "nothing made");
+}
+
+/// The store operations `/metrics` counted so far, of every kind.
+async fn store_operations(f: &Fixture) -> f64 {
+    sample(&scrape(&f.client).await, "dial_host_store_operations_total", &[])
+}
+
+/// The store operations of one `GET /openai/v1/skills?limit=1` (after one
+/// list made the bucket's index whole).
+async fn cost_of_a_first_page(f: &Fixture) -> f64 {
+    let warm = f.get("/openai/v1/skills?limit=1", &KEY).await;
+    assert_eq!(warm.status, 200, "{}", warm.body);
+    let before = store_operations(f).await;
+    let page = f.get("/openai/v1/skills?limit=1", &KEY).await;
+    assert_eq!(page.json()["data"].as_array().map(Vec::len), Some(1), "{}", page.body);
+    store_operations(f).await - before
+}
+
+/// `count` skills PUT through `/v2` (16 at a time), named `s-00000`, …; and
+/// one with a name of 180 characters (its index entry holds a hash).
+async fn seed(f: &Fixture, count: usize) {
+    let long = "l".repeat(180);
+    let names: Vec<String> = (0..count).map(|i| format!("s-{i:05}")).chain(std::iter::once(long)).collect();
+    futures_util::stream::iter(names)
+        .for_each_concurrent(16, |name| async move {
+            // DIAL only warns of a name that is not the folder's.
+            let title = if name.len() > 64 { "long-one" } else { name.as_str() };
+            let skill_md = format!("---\nname: {title}\ndescription: Seeded.\n---\n");
+            put_skill(f, &f.bucket, &name, &skill_md, &KEY).await;
+        })
+        .await;
+}
+
+/// 10 050 skills (and one with a long name) are every one listed through
+/// both SDKs, in both orders — on a bucket made before the creation index
+/// existed too (its index removed before the first list) — and a page
+/// costs a few store operations, as on an empty bucket (today's main: 10 000
+/// listed, and a page walked the whole bucket).
+#[tokio::test]
+async fn the_list_has_no_cap_and_a_page_costs_the_same_however_large_the_bucket() {
+    let Some(small) = Fixture::local().await else { return };
+    seed(&small, 2).await;
+    let small = cost_of_a_first_page(&small).await;
+    let Some(f) = Fixture::local().await else { return };
+    seed(&f, 10_050).await;
+    // As a store written before the index: its entries and completeness gone.
+    if let Some(index) = find_dir(&f.server.data_dir, ".dial-created") {
+        std::fs::remove_dir_all(index).unwrap();
+    }
+    let large = cost_of_a_first_page(&f).await;
+    assert!(large <= small + 1.0 && large <= 6.0, "a page of 1: {large} store operations at 10 051, {small} at 3");
+    let out = run(&f, "walk", PROJECT_KEY, &["--count", "10051"]).await;
+    assert_eq!(out["listed"], 10_051, "{out}");
+}
+
+/// On S3, a `limit=1` page of a bucket with 300 empty folders and three
+/// skills costs a few store operations (today's main: two listings per
+/// folder), and listings ask S3 for the keys a page needs (`list_page`,
+/// with `max-keys`).
+#[tokio::test]
+async fn on_s3_a_page_costs_a_few_store_operations_whatever_the_folders() {
+    let Some(f) = Fixture::s3().await else { return };
+    seed(&f, 2).await;
+    let f = &f;
+    futures_util::stream::iter(0..300)
+        .for_each_concurrent(16, |i| async move {
+            let reply = f.client.put_empty(&format!("/v2/skills/{}/empty-{i:03}/", f.bucket), &KEY).await;
+            assert!((200..300).contains(&reply.status), "{}", reply.body);
+        })
+        .await;
+    let cost = cost_of_a_first_page(f).await;
+    assert!(cost <= 6.0, "a page of 1 with 300 folders: {cost} store operations");
+    let listed = sample(&scrape(&f.client).await, "dial_host_store_operations_total", &[("operation", "list_page")]);
+    assert!(listed >= 1.0, "listings went through the paged listing");
+    let out = run(f, "walk", PROJECT_KEY, &["--count", "3"]).await;
+    assert_eq!(out["listed"], 3, "{out}");
+}
+
+/// The first directory named `name` below `dir`.
+fn find_dir(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.filter_map(Result::ok) {
+        if entry.file_type().ok()?.is_dir() {
+            if entry.file_name() == name {
+                return Some(entry.path());
+            }
+            if let Some(found) = find_dir(&entry.path(), name) {
+                return Some(found);
+            }
+        }
+    }
+    None
 }

@@ -16,8 +16,11 @@ scenario loses answers on purpose. Each scenario runs the vendors' documented re
   request-ids  request ids on answers and errors (`_request_id`, `e.request_id`)
   errors       unknown routes in each API's error shape, a 3 000-character id not echoed whole,
                update(default_version=1) as a number
-  retention  the host keeps 3 versions (the Rust side configures it): a fourth is refused with a 409 naming
-             keep_versions and sent once, every id made still answers; after a delete the fourth is taken
+  warnings     the skill handler's warnings and the hosted services' rules in both APIs' create answers
+               (`warnings`); with --refuse (a host with skills_api.vendor_names = "refuse") such names refused
+  walk         every skill (--count of them) through both SDKs' auto-paging, each once
+  retention    the host keeps 3 versions (the Rust side configures it): a fourth is refused with a 409
+               naming keep_versions and sent once, every id made still answers; after a delete it is taken
 
 Success (exit 0): the facts the Rust side checks through DIAL's /v2 routes. Failure (exit 1): what differed.
 """
@@ -318,6 +321,65 @@ def scenario_retention(args: argparse.Namespace) -> dict[str, Any]:
     return {"skill_id": created.id, "versions": [v.id for v in a.skills.versions.list(created.id)]}
 
 
+# --- warnings -------------------------------------------------------------------------------------
+
+
+def warnings_of(what: str, answer: Any) -> list[str]:
+    """The `warnings` of an SDK object (an extra field both SDKs keep), as messages."""
+    warnings = getattr(answer, "warnings", None)
+    check(isinstance(warnings, list) and bool(warnings), f"{what}: no warnings in {answer!r}")
+    return [warning["message"] for warning in warnings]
+
+
+def scenario_warnings(args: argparse.Namespace) -> dict[str, Any]:
+    a, o = anthropic_client(args), openai_client(args)
+    vendor_bad = skill("claude-notes", "Uses <b>bold</b> text.")
+    if args.refuse:
+        for api, create, kind in (
+            ("Anthropic", lambda: a.skills.create(files=vendor_bad), anthropic.BadRequestError),
+            ("OpenAI", lambda: o.skills.create(files=vendor_bad), openai.BadRequestError),
+        ):
+            error = expect_error(f"{api}: a name the hosted services refuse", kind, create)
+            for fragment in ("reserved word", "XML tag", "vendor_names"):
+                check(fragment in str(error.message), f"{api}: the refusal does not say {fragment!r}: {error.message}")
+        expect("skills after the refusals", [], [s.id for s in o.skills.list()])
+        fine = o.skills.create(files=skill("fine-notes", "Plain."))
+        expect("a skill the services take: warnings", None, getattr(fine, "warnings", None))
+        return {"refused": True}
+
+    created = a.skills.create(files=vendor_bad)
+    messages = warnings_of("Anthropic create of claude-notes", created)
+    check(any("reserved word" in m for m in messages), f"no reserved-word warning in {messages}")
+    check(any("XML tag" in m for m in messages), f"no XML warning in {messages}")
+    made = o.skills.create(files=skill("Upper-Notes", "Plain."))
+    messages = warnings_of("OpenAI create of Upper-Notes", made)
+    check(any("Agent Skills spec" in m for m in messages), f"the handler's warning is missing: {messages}")
+    version = o.skills.versions.create(made.id, files=skill("Upper-Notes", "Plain again."))
+    warnings_of("OpenAI versions.create of Upper-Notes", version)
+    anthropic_version = a.skills.versions.create(created.id, files=skill("claude-notes", "Still <i>XML</i>."))
+    warnings_of("Anthropic versions.create of claude-notes", anthropic_version)
+    fine = o.skills.create(files=skill("fine-notes", "Plain."))
+    expect("a skill the services take: warnings", None, getattr(fine, "warnings", None))
+    return {"warned": created.id}
+
+
+# --- scale ----------------------------------------------------------------------------------------
+
+
+def scenario_walk(args: argparse.Namespace) -> dict[str, Any]:
+    """Every skill of the caller through both SDKs' auto-paging (100 a page), each once, in each API's order."""
+    a, o = anthropic_client(args), openai_client(args)
+    newest = [s.id for s in o.skills.list(limit=100)]
+    oldest = [s.id for s in o.skills.list(limit=100, order="asc")]
+    anthropic_ids = [s.id for s in a.skills.list(limit=100)]
+    for what, ids in (("OpenAI desc", newest), ("OpenAI asc", oldest), ("Anthropic", anthropic_ids)):
+        expect(f"{what}: skills listed", args.count, len(ids))
+        expect(f"{what}: each once", len(ids), len(set(ids)))
+    expect("Anthropic and OpenAI list one order", newest, anthropic_ids)
+    expect("asc is desc reversed (distinct creation times)", set(newest), set(oldest))
+    return {"listed": len(newest), "newest": newest[:3], "oldest": oldest[:3]}
+
+
 SCENARIOS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "recipes": scenario_recipes,
     "renamed": scenario_renamed,
@@ -326,6 +388,8 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "retries": scenario_retries,
     "errors": scenario_errors,
     "retention": scenario_retention,
+    "warnings": scenario_warnings,
+    "walk": scenario_walk,
 }
 
 
@@ -334,8 +398,10 @@ def main() -> dict[str, Any]:
     parser.add_argument("scenario", choices=sorted(SCENARIOS))
     parser.add_argument("--host", required=True, help="the host's root URL, e.g. http://127.0.0.1:8080")
     parser.add_argument("--key", required=True, help="a project API key or a user's JWT (without 'Bearer ')")
-    parser.add_argument("--dial-name", help="recipes: the folder of the skill the Rust side PUT through /v2")
-    parser.add_argument("--dial-title", help="recipes: the name its SKILL.md gives")
+    parser.add_argument("--dial-name", help="renamed: the folder of the skill the Rust side PUT through /v2")
+    parser.add_argument("--dial-title", help="renamed: the name its SKILL.md gives")
+    parser.add_argument("--count", type=int, help="walk: the skills the caller has")
+    parser.add_argument("--refuse", action="store_true", help="warnings: the host has vendor_names = refuse")
     args = parser.parse_args()
     args.host = args.host.rstrip("/")
     return SCENARIOS[args.scenario](args)

@@ -62,6 +62,8 @@ pub struct Committed {
     /// The version committed (the current one unless it was committed as
     /// [`Becomes::Retained`]).
     pub version: String,
+    /// The handler's warnings about that version.
+    pub warnings: Vec<Problem>,
 }
 
 /// The folder engine: one per server, shared by all requests.
@@ -78,6 +80,9 @@ pub struct FolderEngine {
     /// Whether the store lists keys in order (listings then page with
     /// `start-after` instead of listing an index whole).
     pub(super) lists_in_key_order: bool,
+    /// The store's paged listing, where it has one ([`super::pages`]).
+    pub(super) pager: Option<super::pages::Pager>,
+    pub(super) known_complete: super::created_index::KnownComplete,
 }
 
 impl FolderEngine {
@@ -99,6 +104,8 @@ impl FolderEngine {
             path_limits: PathLimits::default(),
             listed: ListingsConfig::default().new_cache(),
             lists_in_key_order: true,
+            pager: None,
+            known_complete: Default::default(),
         }
     }
 
@@ -373,7 +380,7 @@ impl FolderEngine {
             path_limits: self.path_limits,
             store: self.store.clone(),
             display_name: None,
-            required_metadata: None,
+            metadata_check: None,
             key: None,
         })
     }
@@ -424,14 +431,8 @@ impl FolderEngine {
         staging.deadline.check()?;
         let version = staging.pending.version.clone();
         let (metadata, warnings) = self.check_with_handler(&node, &version, &staging.files, handler).await?;
-        if let Some((key, expected)) = &staging.required_metadata
-            && !metadata.get(key).is_some_and(|found| expected.contains(found))
-        {
-            let found = metadata.get(key).map_or_else(|| "none".to_string(), |found| format!("'{found}'"));
-            let expected = expected.iter().map(|value| format!("'{value}'")).collect::<Vec<_>>().join(" or ");
-            return Err(FolderError::BadRequest(format!(
-                "The folder name {expected} must match the {key} in the upload ({key}: {found})"
-            )));
+        if let Some(check) = &staging.metadata_check {
+            check(&metadata).map_err(FolderError::BadRequest)?;
         }
         // Creating is structural (bucket lock); replacing is a content update
         // (resource lock). Staging saw which one this is likely to be; if a
@@ -506,6 +507,8 @@ impl FolderEngine {
             // The structure checked above (no resource or folder in the way)
             // holds only while the bucket lock does.
             if creating {
+                // The creation index names it before it is there (readers skip what is not).
+                self.index_created(&node, marker.created_at).await?;
                 ensure_held(&locks)?;
             }
             staging.pending.committing();
@@ -524,7 +527,7 @@ impl FolderEngine {
         staging.pending.committed(&self.journal);
         let action = if creating { EventAction::Create } else { EventAction::Update };
         self.publish(action, &node, Some(&marker.etag)).await;
-        Ok(Committed { marker, created: creating, version })
+        Ok(Committed { marker, created: creating, version, warnings })
     }
 
     /// Copies the live version of `source` to `target` if `conditions` hold
@@ -643,6 +646,7 @@ impl FolderEngine {
         tombstone.updated_at = now;
         tombstone.commit_id = new_id();
         self.write_marker(node, &tombstone, Some(current.version)).await?;
+        self.unindex_created(node, tombstone.created_at).await;
         self.publish(EventAction::Delete, node, Some(&tombstone.etag)).await;
         Ok(())
     }
@@ -668,6 +672,7 @@ impl FolderEngine {
         restored.deleted_at = None;
         restored.updated_at = now_ms();
         restored.commit_id = new_id();
+        self.index_created(node, restored.created_at).await?;
         self.write_marker(node, &restored, Some(read.version)).await?;
         self.publish(EventAction::Create, node, Some(&restored.etag)).await;
         Ok(restored)

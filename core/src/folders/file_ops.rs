@@ -218,7 +218,12 @@ impl FolderEngine {
             }
             pending.committed(&self.journal);
             self.publish(EventAction::Update, node, Some(&marker.etag)).await;
-            return Ok(Committed { version: marker.current_version.clone(), marker, created: false });
+            return Ok(Committed {
+                version: marker.current_version.clone(),
+                warnings: marker.warnings.clone(),
+                marker,
+                created: false,
+            });
         }
     }
 

@@ -87,8 +87,8 @@ impl FolderEngine {
         shows: &Shows<'_>,
     ) -> Result<Listing, FolderError> {
         let entries = merge_by_key(
-            self.index_entries(node, Kind::Resource, token),
-            self.index_entries(node, Kind::Folder, token),
+            self.index_entries(node, Kind::Resource, token, limit.saturating_add(1)),
+            self.index_entries(node, Kind::Folder, token, limit.saturating_add(1)),
         );
         // Marker reads (the ones the cache does not answer) overlap; order
         // is kept, and at most LISTING_READ_AHEAD reads run past the page.
@@ -122,34 +122,21 @@ impl FolderEngine {
     }
 
     /// The entries of one index of `node` after the name `after`, in key
-    /// order: streamed from `start-after` where the store lists in key order
-    /// (every store the host opens), else listed whole and sorted (a store
-    /// wrapped without that promise: `SerializedUpdates` on the bare local
-    /// disk, which the benches compare against).
+    /// order ([`FolderEngine::list_page_after`]: from `start-after` where the
+    /// store lists in key order, asking S3 for about `keys` at first).
     fn index_entries(
         &self,
         node: &Node,
         kind: Kind,
         after: Option<&str>,
+        keys: usize,
     ) -> BoxStream<'static, Result<IndexEntry, FolderError>> {
         let index = node.paths.index(match kind {
             Kind::Resource => RESOURCE_INDEX,
             Kind::Folder => FOLDER_INDEX,
         });
-        let listed = match after {
-            Some(after) if self.lists_in_key_order => {
-                self.store.list_with_offset(Some(&index), &index.clone().join(after))
-            }
-            _ if self.lists_in_key_order => self.store.list(Some(&index)),
-            // The index is flat: its delimiter listing is its objects.
-            _ => {
-                let (store, index) = (self.store.clone(), index.clone());
-                stream::once(async move { store.list_with_delimiter(Some(&index)).await })
-                    .map_ok(|listed| stream::iter(listed.objects.into_iter().map(Ok)))
-                    .try_flatten()
-                    .boxed()
-            }
-        };
+        let offset = after.map(|after| index.clone().join(after));
+        let listed = self.list_page_after(&index, offset.as_ref(), keys);
         let entry = move |object: ObjectMeta| {
             let key = object.location.prefix_match(&index).and_then(|mut parts| {
                 let name = parts.next()?;
@@ -157,21 +144,10 @@ impl FolderEngine {
             });
             key.map(|key| IndexEntry { key, kind, object })
         };
-        let entries = listed
+        listed
             .map_err(FolderError::from)
-            .try_filter_map(move |object| futures_util::future::ready(Ok(entry(object))));
-        if self.lists_in_key_order {
-            return entries.boxed();
-        }
-        let after = after.map(encode_part);
-        stream::once(async move {
-            let mut all: Vec<IndexEntry> = entries.try_collect().await?;
-            all.retain(|entry| after.as_deref().is_none_or(|after| entry.key.as_str() > after));
-            all.sort_by(|a, b| a.key.cmp(&b.key));
-            Ok::<_, FolderError>(stream::iter(all.into_iter().map(Ok)))
-        })
-        .try_flatten()
-        .boxed()
+            .try_filter_map(move |object| futures_util::future::ready(Ok(entry(object))))
+            .boxed()
     }
 
     /// The listed node an index entry is, if its marker (still) says so.

@@ -30,6 +30,7 @@
 //! references once the grace period has passed.
 
 pub mod archive;
+pub mod created_index;
 mod digests;
 pub mod engine;
 pub mod error;
@@ -45,16 +46,19 @@ mod markers;
 pub mod migrate;
 pub mod names;
 pub mod node;
+pub mod pages;
 pub mod policy;
 pub mod staging;
 pub mod sweep;
 pub mod unzip;
 mod validate;
 
+pub use created_index::{CreatedPage, Order};
 pub use engine::{Becomes, Committed, FolderEngine, spawn_sweeper};
 pub use error::FolderError;
 pub use listing::{ListedNode, Listing};
 pub use node::Node;
+pub use pages::Pager;
 pub use policy::{FolderLimits, Retention};
 pub use staging::Staging;
 

@@ -8,6 +8,7 @@ use icu_properties::CodePointSetData;
 use icu_properties::props::DefaultIgnorableCodePoint;
 use unicase::UniCase;
 
+use super::created_index::CREATED_INDEX;
 use super::layout::{FOLDER_INDEX, RESOURCE_INDEX, VERSIONS_DIR};
 use super::marker::{FOLDER_MARKER, RESOURCE_MARKER};
 
@@ -17,8 +18,8 @@ pub const FILES_SEGMENT: &str = "files";
 /// Names no resource or folder may take: the structure's own, and the
 /// marker names of the layout before issue 28 (kept, so that a store being
 /// migrated holds nothing named like them).
-const RESERVED_NODE_NAMES: [&str; 6] =
-    [FILES_SEGMENT, VERSIONS_DIR, RESOURCE_INDEX, FOLDER_INDEX, RESOURCE_MARKER, FOLDER_MARKER];
+const RESERVED_NODE_NAMES: [&str; 7] =
+    [FILES_SEGMENT, VERSIONS_DIR, RESOURCE_INDEX, FOLDER_INDEX, RESOURCE_MARKER, FOLDER_MARKER, CREATED_INDEX];
 
 /// Why a name or file path is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

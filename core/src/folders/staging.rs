@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt, TryStreamExt};
+use indexmap::IndexMap;
 use object_store::buffered::BufWriter;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
@@ -37,6 +38,10 @@ const SMALL_FILE_BYTES: usize = 1 << 20;
 const WRITES_IN_FLIGHT: usize = 8;
 const BYTES_IN_FLIGHT: usize = 8 << 20;
 
+/// A rule the handler's metadata of a staged version must pass: `Err`
+/// holds the 400's message.
+pub type MetadataCheck = Box<dyn Fn(&IndexMap<String, String>) -> Result<(), String> + Send + Sync>;
+
 /// Files being written for a new version, before the commit.
 pub struct Staging {
     pub(super) node: Node,
@@ -60,9 +65,9 @@ pub struct Staging {
     pub(super) store: Arc<dyn ObjectStore>,
     /// A new label for the resource ([`ResourceMarker::display_name`](super::marker::ResourceMarker::display_name)).
     pub(super) display_name: Option<String>,
-    /// A metadata entry the handler must read from the files, or the
-    /// commit is refused ([`Staging::require_metadata`]).
-    pub(super) required_metadata: Option<(String, Vec<String>)>,
+    /// What the handler's metadata must pass, or the commit is refused
+    /// ([`Staging::check_metadata`]).
+    pub(super) metadata_check: Option<MetadataCheck>,
     /// The per-request key the upload came with: the commit happens only
     /// while it lives ([`Staging::bind_to_key`]).
     pub(super) key: Option<WritingKey>,
@@ -110,13 +115,11 @@ impl Staging {
         self.display_name = Some(display_name);
     }
 
-    /// Refuses the commit unless the handler reads one of `values` as the
-    /// metadata `key` (the hosted skills APIs: the `name` in SKILL.md must
-    /// be the upload's top folder — or, for a new version of a skill made
-    /// through `/v2` under another folder, the name it has — where a `/v2`
-    /// PUT only warns).
-    pub fn require_metadata(&mut self, key: &str, values: &[&str]) {
-        self.required_metadata = Some((key.to_string(), values.iter().map(|value| value.to_string()).collect()));
+    /// Refuses the commit with the message `check` gives for the metadata
+    /// the handler read from the files (the hosted skills APIs hold a skill
+    /// to rules a `/v2` PUT only warns of).
+    pub fn check_metadata(&mut self, check: MetadataCheck) {
+        self.metadata_check = Some(check);
     }
 
     /// The aggregate etag of what is staged so far (after [`Staging::flush`]).

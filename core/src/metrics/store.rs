@@ -47,7 +47,13 @@ fn outcome<T>(result: &object_store::Result<T>) -> &'static str {
     }
 }
 
-fn record<T>(operation: &'static str, started: Instant, result: object_store::Result<T>) -> object_store::Result<T> {
+/// Counts and times one operation (also the folder engine's paged listings,
+/// which go to the store's client beside this wrapper).
+pub(crate) fn record<T>(
+    operation: &'static str,
+    started: Instant,
+    result: object_store::Result<T>,
+) -> object_store::Result<T> {
     counter!(STORE_OPERATIONS, "operation" => operation, "outcome" => outcome(&result)).increment(1);
     histogram!(STORE_DURATION, "operation" => operation).record(started.elapsed().as_secs_f64());
     result

@@ -64,6 +64,8 @@ pub struct Services {
     /// Set when the server begins to stop: endless responses (the change
     /// feed) end instead of holding the graceful stop for its whole bound.
     pub stopping: tokio::sync::watch::Sender<bool>,
+    /// `skills_api.vendor_names`.
+    pub vendor_names: crate::hosted_skills::VendorNames,
 }
 
 impl AppState {
@@ -130,7 +132,7 @@ impl AppState {
 
     /// The hosted skills APIs' view of the skill resources.
     pub fn hosted_skills(&self) -> HostedSkills<'_> {
-        HostedSkills::new(self.catalog())
+        HostedSkills::new(self.catalog(), self.inner.vendor_names)
     }
 
     /// The public skills as agents discover them (the well-known index).

@@ -11,12 +11,11 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::upload::{Destination, receive};
-use super::{
-    Params, answer, described, limit, rfc3339, skills_page, upload_terms, version_ref, versions_page, zip_answer,
-};
+use super::{Params, answer, described, limit, rfc3339, upload_terms, version_ref, versions_page, zip_answer};
 use crate::access::Permission;
 use crate::auth::Caller;
-use crate::folders::Becomes;
+use crate::folders::{Becomes, Order};
+use crate::handlers::Problem;
 use crate::hosted_skills::{HostedSkills, Skill, SkillVersion};
 use crate::http::error::{ApiError, Dialect};
 use crate::http::state::AppState;
@@ -50,6 +49,11 @@ pub enum AnthropicSkill {
         source: serde_json::Value,
         created_at: String,
         updated_at: String,
+        /// The skill handler's warnings about the version just made, and the
+        /// hosted services' rules it breaks (create answers only).
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        #[schema(value_type = Vec<Object>)]
+        warnings: Vec<Problem>,
     },
     Beta {
         #[serde(rename = "type")]
@@ -60,6 +64,11 @@ pub enum AnthropicSkill {
         source: &'static str,
         created_at: String,
         updated_at: String,
+        /// The skill handler's warnings about the version just made, and the
+        /// hosted services' rules it breaks (create answers only).
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        #[schema(value_type = Vec<Object>)]
+        warnings: Vec<Problem>,
     },
 }
 
@@ -77,6 +86,11 @@ pub struct AnthropicSkillVersion {
     #[serde(skip_serializing_if = "Option::is_none")]
     directory: Option<String>,
     created_at: String,
+    /// The skill handler's warnings about the version just made, and the
+    /// hosted services' rules it breaks (create answers only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    warnings: Vec<Problem>,
 }
 
 /// A page of skills: the SDK follows `next_page` until it is null.
@@ -103,6 +117,10 @@ pub struct AnthropicDeleted {
 }
 
 fn skill_object(skill: &Skill, beta: bool) -> AnthropicSkill {
+    skill_object_warned(skill, beta, Vec::new())
+}
+
+fn skill_object_warned(skill: &Skill, beta: bool, warnings: Vec<Problem>) -> AnthropicSkill {
     let latest = skill.latest();
     let display = skill.marker.display_name.clone().unwrap_or_else(|| skill.name().to_string());
     let (created_at, updated_at) = (rfc3339(skill.marker.created_at), rfc3339(skill.marker.updated_at));
@@ -115,6 +133,7 @@ fn skill_object(skill: &Skill, beta: bool) -> AnthropicSkill {
             source: "custom",
             created_at,
             updated_at,
+            warnings,
         }
     } else {
         AnthropicSkill::Ga {
@@ -125,6 +144,7 @@ fn skill_object(skill: &Skill, beta: bool) -> AnthropicSkill {
             source: serde_json::json!({"type": "custom"}),
             created_at,
             updated_at,
+            warnings,
         }
     }
 }
@@ -146,6 +166,7 @@ async fn version_object(
         description,
         directory: beta.then(|| skill.name().to_string()),
         created_at: rfc3339(version.record.created_at),
+        warnings: Vec::new(),
     })
 }
 
@@ -176,8 +197,8 @@ pub async fn create(
             }
             received.upload.staging.set_display_name(display);
         }
-        let (skill, _) = skills.finish(&caller, received.upload, Becomes::Current).await?;
-        Ok(Json(skill_object(&skill, beta(&headers))).into_response())
+        let finished = skills.finish(&caller, received.upload, Becomes::Current).await?;
+        Ok(Json(skill_object_warned(&finished.skill, beta(&headers), finished.warnings)).into_response())
     };
     answer(Dialect::Anthropic, created.await)
 }
@@ -197,14 +218,14 @@ pub async fn list(
     let listed = async {
         let caller = caller?;
         let limit = limit(&params, 20, 1000)?;
-        let skills = match params.get("source").map(String::as_str) {
-            None | Some("custom") => state.hosted_skills().list(&caller).await?,
-            Some("anthropic") => Vec::new(),
+        let after = params.get("page").map(String::as_str);
+        let (page, more) = match params.get("source").map(String::as_str) {
+            None | Some("custom") => state.hosted_skills().list(&caller, Order::NewestFirst, after, limit).await?,
+            Some("anthropic") => (Vec::new(), false),
             Some(other) => {
                 return Err(ApiError::bad_request(format!("source must be custom or anthropic, not {other:?}")));
             }
         };
-        let (page, more) = skills_page(skills, params.get("page").map(String::as_str), limit, false)?;
         let beta = beta(&headers);
         let next_page = page.last().filter(|_| more).map(|last| last.id.clone());
         let data = page.iter().map(|skill| skill_object(skill, beta)).collect();
@@ -266,8 +287,10 @@ pub async fn create_version(
         let skill = skills.find(&caller, &id, Permission::Write).await?;
         let received =
             receive(&skills, &caller, request, Destination::Version(&skill), upload_terms(&state, &caller)).await?;
-        let (skill, version) = skills.finish(&caller, received.upload, Becomes::Current).await?;
-        Ok(Json(version_object(&skills, &skill, &version, beta(&headers)).await?).into_response())
+        let finished = skills.finish(&caller, received.upload, Becomes::Current).await?;
+        let mut object = version_object(&skills, &finished.skill, &finished.version, beta(&headers)).await?;
+        object.warnings = finished.warnings;
+        Ok(Json(object).into_response())
     };
     answer(Dialect::Anthropic, created.await)
 }

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::{ApiError, Dialect};
 use super::state::AppState;
-use crate::hosted_skills::{SKILLS_GROUP, Skill, SkillVersion, VERSION_ID_PREFIX, VersionRef, parse_skill_id, shown};
+use crate::hosted_skills::{SKILLS_GROUP, Skill, SkillVersion, VERSION_ID_PREFIX, VersionRef, shown};
 use upload::{UploadTerms, ZipLimits};
 
 /// Query parameters (unknown ones are ignored, as the hosted APIs do).
@@ -105,33 +105,6 @@ fn page_after<T>(
     };
     let more = items.len() > start + limit;
     (items.into_iter().skip(start).take(limit).collect(), more)
-}
-
-/// A page of the caller's `skills` (newest first, or oldest first when
-/// `ascending`) after the skill `after` — also when that skill is gone
-/// since: its id holds its creation time. Anything but a skill id is 400.
-fn skills_page(
-    mut skills: Vec<Skill>,
-    after: Option<&str>,
-    limit: usize,
-    ascending: bool,
-) -> Result<(Vec<Skill>, bool), ApiError> {
-    let created = after.map(|after| parse_skill_id(after).map(|(_, created)| created).ok_or_else(|| bad_cursor(after)));
-    let created = created.transpose()?;
-    if ascending {
-        skills.reverse();
-    }
-    Ok(page_after(
-        skills,
-        after,
-        limit,
-        |s| s.id.as_str(),
-        |s| match created {
-            Some(created) if ascending => s.marker.created_at > created,
-            Some(created) => s.marker.created_at < created,
-            None => false,
-        },
-    ))
 }
 
 /// A page of `skill`'s versions (newest first, or oldest first when

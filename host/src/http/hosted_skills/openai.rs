@@ -9,10 +9,11 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::upload::{Destination, receive};
-use super::{Params, answer, described, limit, skills_page, upload_terms, version_ref, versions_page, zip_answer};
+use super::{Params, answer, described, limit, upload_terms, version_ref, versions_page, zip_answer};
 use crate::access::Permission;
 use crate::auth::Caller;
-use crate::folders::Becomes;
+use crate::folders::{Becomes, Order};
+use crate::handlers::Problem;
 use crate::hosted_skills::{Dropped, HostedSkills, Skill, SkillVersion, SkillsError, VersionRef};
 use crate::http::error::{ApiError, Dialect};
 use crate::http::state::AppState;
@@ -27,6 +28,11 @@ pub struct OpenAiSkill {
     created_at: i64,
     default_version: String,
     latest_version: String,
+    /// The skill handler's warnings about the version just made, and the
+    /// hosted services' rules it breaks (create answers only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    warnings: Vec<Problem>,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -38,6 +44,11 @@ pub struct OpenAiSkillVersion {
     name: String,
     description: String,
     created_at: i64,
+    /// The skill handler's warnings about the version just made, and the
+    /// hosted services' rules it breaks (create answers only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    warnings: Vec<Problem>,
 }
 
 /// A page of skills: the SDK asks for `after=<last id>` while `has_more`.
@@ -103,6 +114,7 @@ fn skill_object(skill: &Skill) -> OpenAiSkill {
         created_at: skill.marker.created_at / 1000,
         default_version: skill.current().number().to_string(),
         latest_version: skill.latest().number().to_string(),
+        warnings: Vec::new(),
     }
 }
 
@@ -121,6 +133,7 @@ async fn version_object(
         name,
         description,
         created_at: version.record.created_at / 1000,
+        warnings: Vec::new(),
     })
 }
 
@@ -158,8 +171,8 @@ pub async fn create(State(state): State<AppState>, caller: Result<Caller, ApiErr
         let caller = caller?;
         let skills = state.hosted_skills();
         let received = receive(&skills, &caller, request, Destination::NewSkill, upload_terms(&state, &caller)).await?;
-        let (skill, _) = skills.finish(&caller, received.upload, Becomes::Current).await?;
-        Ok(Json(skill_object(&skill)).into_response())
+        let finished = skills.finish(&caller, received.upload, Becomes::Current).await?;
+        Ok(Json(OpenAiSkill { warnings: finished.warnings, ..skill_object(&finished.skill) }).into_response())
     };
     answer(Dialect::OpenAi, created.await)
 }
@@ -179,8 +192,9 @@ pub async fn list(
         let caller = caller?;
         let limit = limit(&params, 20, 100)?;
         let ascending = ascending(&params)?;
-        let skills = state.hosted_skills().list(&caller).await?;
-        let (page, more) = skills_page(skills, params.get("after").map(String::as_str), limit, ascending)?;
+        let order = if ascending { Order::OldestFirst } else { Order::NewestFirst };
+        let after = params.get("after").map(String::as_str);
+        let (page, more) = state.hosted_skills().list(&caller, order, after, limit).await?;
         let data: Vec<OpenAiSkill> = page.iter().map(skill_object).collect();
         let (first_id, last_id) = ends(&data, |s: &OpenAiSkill| s.id.clone());
         Ok(Json(OpenAiSkillList { object: "list", data, first_id, last_id, has_more: more }).into_response())
@@ -288,8 +302,9 @@ pub async fn create_version(
             Some("true") => Becomes::Current,
             Some(other) => return Err(ApiError::bad_request(format!("default must be true or false, not {other:?}"))),
         };
-        let (skill, version) = skills.finish(&caller, received.upload, becomes).await?;
-        Ok(Json(version_object(&skills, &skill, &version).await?).into_response())
+        let finished = skills.finish(&caller, received.upload, becomes).await?;
+        let object = version_object(&skills, &finished.skill, &finished.version).await?;
+        Ok(Json(OpenAiSkillVersion { warnings: finished.warnings, ..object }).into_response())
     };
     answer(Dialect::OpenAi, created.await)
 }

@@ -168,7 +168,7 @@ async fn start(
     match destination {
         Destination::NewSkill => Ok(skills.start_create(caller, top).await?),
         Destination::Version(skill) => {
-            let names = skills.version_names(skill);
+            let names = HostedSkills::version_names(skill);
             if !names.contains(&top) {
                 let names = names.iter().map(|name| format!("{name:?}")).collect::<Vec<_>>().join(" or ");
                 return Err(ApiError::bad_request(format!(

@@ -10,8 +10,6 @@
 //! and made again a new id (the hosted APIs never reuse one). A DIAL move
 //! gives the skill a new id.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -24,18 +22,20 @@ use crate::etag::Preconditions;
 use crate::folders::archive::stream_zip;
 use crate::folders::engine::Becomes;
 use crate::folders::marker::{ResourceMarker, VersionRecord};
-use crate::folders::{FolderError, ListedNode, Node, Staging};
-use crate::handlers::Handler;
+use crate::folders::staging::MetadataCheck;
+use crate::folders::{FolderError, Node, Order, Staging};
+use crate::handlers::{Handler, Problem};
 use crate::resource_url::{Intent, ResourceUrl};
+
+pub mod vendor_rules;
+pub use vendor_rules::VendorNames;
+use vendor_rules::vendor_problems;
 
 /// The group API skills live in.
 pub const SKILLS_GROUP: &str = "skills";
 const SKILL_ID_PREFIX: &str = "skill_";
 /// What every version id starts with.
 pub const VERSION_ID_PREFIX: &str = "skillver_";
-/// A list reads at most this many skills of one caller (each list is one
-/// recursive listing of the caller's bucket, sorted by creation time).
-pub const MAX_LISTED_SKILLS: usize = 10_000;
 /// How long after a create an identical create by the same caller is taken
 /// for its retry: the SDKs retry a create whose answer was lost, and a
 /// create carries no idempotency key.
@@ -239,14 +239,60 @@ pub enum Dropped {
     Already,
 }
 
+/// What a create or a new version committed, and the warnings the answer
+/// carries: the skill handler's, and the hosted services' rules the skill
+/// breaks ([`vendor_rules`]).
+pub struct Finished {
+    pub skill: Skill,
+    pub version: SkillVersion,
+    pub warnings: Vec<Problem>,
+}
+
+impl Finished {
+    /// With the handler's warnings about `version`, and the hosted
+    /// services' rules its name and description break.
+    fn new(skill: Skill, version: SkillVersion, mut warnings: Vec<Problem>) -> Self {
+        let metadata = &version.record.metadata;
+        let name = metadata.get("name").map_or("", String::as_str);
+        let broken = vendor_problems(name, description_of(metadata));
+        warnings.extend(broken.into_iter().map(|message| Problem { path: Some("SKILL.md".to_string()), message }));
+        Self { skill, version, warnings }
+    }
+}
+
+fn description_of(metadata: &indexmap::IndexMap<String, String>) -> &str {
+    metadata.get("description").map_or("", String::as_str)
+}
+
 /// The skills APIs over the catalog's stores, for one request.
 pub struct HostedSkills<'a> {
     catalog: Catalog<'a>,
+    vendor_names: VendorNames,
 }
 
 impl<'a> HostedSkills<'a> {
-    pub fn new(catalog: Catalog<'a>) -> Self {
-        Self { catalog }
+    pub fn new(catalog: Catalog<'a>, vendor_names: VendorNames) -> Self {
+        Self { catalog, vendor_names }
+    }
+
+    /// The rule an upload's SKILL.md is held to: its `name` is one of
+    /// `names` (DIAL only warns), and with `vendor_names = "refuse"` the
+    /// hosted services would take its name and description.
+    fn metadata_check(&self, names: Vec<String>) -> MetadataCheck {
+        let refuse = self.vendor_names == VendorNames::Refuse;
+        Box::new(move |metadata| {
+            let found = metadata.get("name");
+            if !found.is_some_and(|found| names.contains(found)) {
+                let expected = names.iter().map(|name| format!("'{name}'")).collect::<Vec<_>>().join(" or ");
+                let found = found.map_or_else(|| "none".to_string(), |found| format!("'{found}'"));
+                return Err(format!("The folder name {expected} must match the name in the upload (name: {found})"));
+            }
+            let problems = vendor_problems(found.map_or("", String::as_str), description_of(metadata));
+            if refuse && !problems.is_empty() {
+                return Err(format!("{} (skills_api.vendor_names = \"refuse\")", problems.join("; ")));
+            }
+            Ok(())
+        })
     }
 
     fn handler(&self) -> Result<Handler, SkillsError> {
@@ -280,35 +326,41 @@ impl<'a> HostedSkills<'a> {
         Ok(Skill::new(node, handler, marker))
     }
 
-    /// Every skill in the caller's bucket (at any depth), newest first
-    /// (ties by URL); at most [`MAX_LISTED_SKILLS`].
-    pub async fn list(&self, caller: &Caller) -> Result<Vec<Skill>, SkillsError> {
+    /// A page of the skills in the caller's bucket (at any depth), newest
+    /// first or oldest first, after the skill whose id is `after` (gone
+    /// since or not: its id holds its URL and creation time), at most
+    /// `limit`; and whether more follow. One listing of the bucket's
+    /// creation index and a marker read per skill, however many there are.
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        order: Order,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Skill>, bool), SkillsError> {
         let handler = self.handler()?;
+        let after = match after {
+            None => None,
+            Some(after) => Some(parse_skill_id(after).ok_or_else(|| {
+                SkillsError::Invalid(format!(
+                    "{:?} is no page of this list: pass the id the page before ended with",
+                    shown(after)
+                ))
+            })?),
+        };
         let location = caller.bucket_location();
         let root =
             ResourceUrl::parse(&format!("{SKILLS_GROUP}/{}/", self.catalog.buckets.encode(&location)), Intent::Read)
                 .map_err(CatalogError::from)?;
         let root = Node::new(root, location).map_err(CatalogError::from)?;
-        let everything = |_: &ResourceUrl| true;
-        let mut skills = Vec::new();
-        let mut token = None;
-        loop {
-            let page = self.catalog.folders.list(&root, true, token.as_deref(), 1000, &everything).await?;
-            for item in page.items {
-                if let ListedNode::Resource { url, marker } = item
-                    && skills.len() < MAX_LISTED_SKILLS
-                {
-                    let node = Node::new(url, root.location.clone()).map_err(CatalogError::from)?;
-                    skills.push(Skill::new(node, handler.clone(), Arc::unwrap_or_clone(marker)));
-                }
-            }
-            token = page.next_token;
-            if token.is_none() || skills.len() >= MAX_LISTED_SKILLS {
-                break;
-            }
+        let after = after.as_ref().map(|(url, created_at)| (url, *created_at));
+        let page = self.catalog.folders.list_created(&root, order, after, limit).await?;
+        let mut skills = Vec::with_capacity(page.items.len());
+        for (url, marker) in page.items {
+            let node = Node::new(url, root.location.clone()).map_err(CatalogError::from)?;
+            skills.push(Skill::new(node, handler.clone(), marker));
         }
-        skills.sort_by(|a, b| b.marker.created_at.cmp(&a.marker.created_at).then_with(|| a.id.cmp(&b.id)));
-        Ok(skills)
+        Ok((skills, page.more))
     }
 
     /// Starts a new skill named `name` in the caller's bucket. The same
@@ -336,7 +388,7 @@ impl<'a> HostedSkills<'a> {
             Err(FolderError::Precondition(_)) => return Err(conflict(name)),
             staging => staging?,
         };
-        staging.require_metadata("name", &[name]);
+        staging.check_metadata(self.metadata_check(vec![name.to_string()]));
         Ok(Upload { staging, node, handler, retry_of, retry_of_version: None, full: None, create: true })
     }
 
@@ -344,7 +396,7 @@ impl<'a> HostedSkills<'a> {
     /// and the `name` in its SKILL.md: the skill's folder, and the name the
     /// skill has when it was made through `/v2` under another folder (DIAL
     /// only warns of that; the hosted APIs' download names the folder).
-    pub fn version_names<'s>(&self, skill: &'s Skill) -> Vec<&'s str> {
+    pub fn version_names<'s>(skill: &'s Skill) -> Vec<&'s str> {
         let mut names = vec![skill.name()];
         if let Some(name) = skill.marker.metadata.get("name").filter(|name| name.as_str() != skill.name()) {
             names.push(name);
@@ -375,7 +427,8 @@ impl<'a> HostedSkills<'a> {
             return Err(SkillsError::Conflict(full.clone()));
         }
         let mut staging = self.catalog.folders.stage(&skill.node, &skill.handler, &Preconditions::default()).await?;
-        staging.require_metadata("name", &self.version_names(skill));
+        let names = Self::version_names(skill).into_iter().map(str::to_string).collect();
+        staging.check_metadata(self.metadata_check(names));
         Ok(Upload {
             staging,
             node: skill.node.clone(),
@@ -391,12 +444,7 @@ impl<'a> HostedSkills<'a> {
     /// skill's first version, a new version as the current one or (OpenAI's
     /// `default=false`) as the newest retained one. Returns the skill and
     /// the version committed.
-    pub async fn finish(
-        &self,
-        caller: &Caller,
-        mut upload: Upload,
-        becomes: Becomes,
-    ) -> Result<(Skill, SkillVersion), SkillsError> {
+    pub async fn finish(&self, caller: &Caller, mut upload: Upload, becomes: Becomes) -> Result<Finished, SkillsError> {
         if let Err(error) = upload.staging.flush().await {
             upload.staging.discard().await;
             return Err(error.into());
@@ -410,9 +458,10 @@ impl<'a> HostedSkills<'a> {
             if !same {
                 return Err(conflict(&name));
             }
+            let handler_warnings = existing.warnings.clone();
             let skill = Skill::new(upload.node, upload.handler, existing);
             let version = skill.current().clone();
-            return Ok((skill, version));
+            return Ok(Finished::new(skill, version, handler_warnings));
         }
         if let Some((marker, latest)) = upload.retry_of_version.take()
             && upload.staging.etag() == latest.record.etag
@@ -420,7 +469,8 @@ impl<'a> HostedSkills<'a> {
             // The same files as the version this caller made moments ago:
             // the retry of a version create whose answer was lost.
             upload.staging.discard().await;
-            return Ok((Skill::new(upload.node, upload.handler, marker), latest));
+            let handler_warnings = if latest.current { marker.warnings.clone() } else { Vec::new() };
+            return Ok(Finished::new(Skill::new(upload.node, upload.handler, marker), latest, handler_warnings));
         }
         if let Some(full) = upload.full.take() {
             upload.staging.discard().await;
@@ -437,7 +487,7 @@ impl<'a> HostedSkills<'a> {
         };
         let skill = Skill::new(upload.node, upload.handler, committed.marker);
         let version = skill.version(&VersionRef::Id(version_id(&committed.version)))?.clone();
-        Ok((skill, version))
+        Ok(Finished::new(skill, version, committed.warnings))
     }
 
     /// Deletes the skill `id` names: the store's delete — a tombstone the
