@@ -56,7 +56,19 @@ pub struct SkillsApiConfig {
     /// a reserved word, an XML tag): `warn` (the default) accepts it with a
     /// warning in the answer; `refuse` answers 400, for teams that sync
     /// skills both ways.
-    pub vendor_names: crate::hosted_skills::VendorNames,
+    pub vendor_names: VendorNames,
+}
+
+/// `skills_api.vendor_names`: what the skills APIs do with a name or
+/// description the hosted services would refuse.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VendorNames {
+    /// Accept it, with a warning in the answer (the default).
+    #[default]
+    Warn,
+    /// Refuse the upload with a 400 naming the rule.
+    Refuse,
 }
 
 /// What listings keep between requests.

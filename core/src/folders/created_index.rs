@@ -21,8 +21,6 @@
 //! object's body. A bucket written before the index existed is indexed once,
 //! by the first list of it (one walk of the bucket), then marked complete.
 
-use std::sync::Mutex;
-
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use object_store::path::Path;
@@ -31,7 +29,7 @@ use sha2::{Digest, Sha256};
 
 use super::engine::FolderEngine;
 use super::error::FolderError;
-use super::layout::MAX_KEY_BYTES;
+use super::layout::{CREATED_INDEX, MAX_KEY_BYTES};
 use super::listing::ListedNode;
 use super::marker::ResourceMarker;
 use super::node::Node;
@@ -39,8 +37,6 @@ use crate::clock::now_ms;
 use crate::hashing::hex;
 use crate::resource_url::{Intent, ResourceUrl};
 
-/// The index's folder under a bucket's group root (a reserved name).
-pub const CREATED_INDEX: &str = ".dial-created";
 const COMPLETE: &str = "complete";
 /// Entries a page may pass over (gone resources) besides the ones it
 /// shows: the bound on one page's store operations.
@@ -52,8 +48,6 @@ const STALE_AFTER_MS: i64 = 2 * 60 * 60 * 1000;
 /// The longest entry name written with the URL in it: a file name on the
 /// local disk (255 bytes on most file systems), with room to spare.
 const MAX_ENTRY_NAME_BYTES: usize = 200;
-/// Bucket roots known to be indexed, on this instance.
-const KNOWN_COMPLETE: usize = 10_000;
 
 /// The order of a page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,15 +96,6 @@ fn entry_in(folder: Path, url: &str, created_at: i64, order: Order) -> (Path, Op
     }
     let hashed = format!("{}_{}", order.digits(created_at), hex(&Sha256::digest(url.as_bytes())));
     (folder.join(hashed), Some(url.to_string()))
-}
-
-/// The bucket roots this instance has seen marked complete.
-pub(super) struct KnownComplete(Mutex<hashlink::LruCache<Path, ()>>);
-
-impl Default for KnownComplete {
-    fn default() -> Self {
-        Self(Mutex::new(hashlink::LruCache::new(KNOWN_COMPLETE)))
-    }
 }
 
 impl FolderEngine {

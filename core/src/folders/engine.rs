@@ -81,8 +81,8 @@ pub struct FolderEngine {
     /// `start-after` instead of listing an index whole).
     pub(super) lists_in_key_order: bool,
     /// The store's paged listing, where it has one ([`super::pages`]).
-    pub(super) pager: Option<super::pages::Pager>,
-    pub(super) known_complete: super::created_index::KnownComplete,
+    pub(super) pager: Option<super::pager::Pager>,
+    pub(super) known_complete: super::listing::KnownComplete,
 }
 
 impl FolderEngine {

@@ -33,6 +33,8 @@ pub const VERSIONS_DIR: &str = "v";
 pub const RESOURCE_INDEX: &str = ".dial-resources";
 /// A folder's index of the folders directly in it: their markers.
 pub const FOLDER_INDEX: &str = ".dial-folders";
+/// A bucket group's creation index (`super::created_index`).
+pub const CREATED_INDEX: &str = ".dial-created";
 /// Longest object key we write (S3's limit is 1024 bytes).
 pub const MAX_KEY_BYTES: usize = 1024;
 

@@ -88,3 +88,16 @@ pub(super) fn list_files(
     }
     Ok(Listing { items, next_token })
 }
+
+/// Bucket group roots whose creation index this instance has seen complete
+/// (`super::created_index`).
+const KNOWN_COMPLETE: usize = 10_000;
+
+/// The bucket roots this instance has seen marked complete.
+pub(crate) struct KnownComplete(pub(super) std::sync::Mutex<hashlink::LruCache<object_store::path::Path, ()>>);
+
+impl Default for KnownComplete {
+    fn default() -> Self {
+        Self(std::sync::Mutex::new(hashlink::LruCache::new(KNOWN_COMPLETE)))
+    }
+}

@@ -46,7 +46,8 @@ mod markers;
 pub mod migrate;
 pub mod names;
 pub mod node;
-pub mod pages;
+pub mod pager;
+mod pages;
 pub mod policy;
 pub mod staging;
 pub mod sweep;
@@ -58,7 +59,7 @@ pub use engine::{Becomes, Committed, FolderEngine, spawn_sweeper};
 pub use error::FolderError;
 pub use listing::{ListedNode, Listing};
 pub use node::Node;
-pub use pages::Pager;
+pub use pager::Pager;
 pub use policy::{FolderLimits, Retention};
 pub use staging::Staging;
 

@@ -8,8 +8,7 @@ use icu_properties::CodePointSetData;
 use icu_properties::props::DefaultIgnorableCodePoint;
 use unicase::UniCase;
 
-use super::created_index::CREATED_INDEX;
-use super::layout::{FOLDER_INDEX, RESOURCE_INDEX, VERSIONS_DIR};
+use super::layout::{CREATED_INDEX, FOLDER_INDEX, RESOURCE_INDEX, VERSIONS_DIR};
 use super::marker::{FOLDER_MARKER, RESOURCE_MARKER};
 
 /// Segment that separates a resource from a file inside it in URLs.

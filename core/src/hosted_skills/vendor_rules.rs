@@ -5,19 +5,7 @@
 //! `skills_api.vendor_names = "refuse"`, for teams that sync both ways — the
 //! reason the upload is refused.
 
-use serde::{Deserialize, Serialize};
-
-/// `skills_api.vendor_names`: what the skills APIs do with a name or
-/// description the hosted services would refuse.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum VendorNames {
-    /// Accept it, with a warning in the answer (the default).
-    #[default]
-    Warn,
-    /// Refuse the upload with a 400 naming the rule.
-    Refuse,
-}
+pub use crate::config::VendorNames;
 
 /// The hosted services' longest name and description (in characters).
 const MAX_NAME_CHARS: usize = 64;
