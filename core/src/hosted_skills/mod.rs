@@ -233,7 +233,7 @@ pub enum Dropped {
     /// The version left the history (when it was the current one, the
     /// newest remaining became current; when it was the only one, the skill
     /// went with it).
-    Version(SkillVersion),
+    Version(Box<SkillVersion>),
     /// The version named was there and is gone already: the retry of a
     /// delete whose answer was lost.
     Already,
@@ -396,7 +396,7 @@ impl<'a> HostedSkills<'a> {
     /// and the `name` in its SKILL.md: the skill's folder, and the name the
     /// skill has when it was made through `/v2` under another folder (DIAL
     /// only warns of that; the hosted APIs' download names the folder).
-    pub fn version_names<'s>(skill: &'s Skill) -> Vec<&'s str> {
+    pub fn version_names(skill: &Skill) -> Vec<&str> {
         let mut names = vec![skill.name()];
         if let Some(name) = skill.marker.metadata.get("name").filter(|name| name.as_str() != skill.name()) {
             names.push(name);
@@ -557,13 +557,13 @@ impl<'a> HostedSkills<'a> {
         if version.current {
             let Some(next) = skill.versions().iter().find(|other| !other.current) else {
                 self.delete_skill(skill).await?;
-                return Ok(Dropped::Version(version));
+                return Ok(Dropped::Version(Box::new(version)));
             };
             let engine = self.catalog.folders;
             engine.make_current(&skill.node, &next.record.version, &skill.handler, &Preconditions::default()).await?;
         }
         self.catalog.folders.drop_version(&skill.node, &version.record.version).await?;
-        Ok(Dropped::Version(version))
+        Ok(Dropped::Version(Box::new(version)))
     }
 
     /// Whether the version `reference` names was one of `skill`'s and has
