@@ -17,7 +17,7 @@ impl FolderEngine {
         self
     }
 
-    /// The objects directly or deeper under `folder` after `offset` (absent:
+    /// The objects directly under `folder` (a flat one) after `offset` (absent:
     /// from the start), in key order; about `keys` of them are what the
     /// caller expects to pull.
     pub(super) fn list_page_after(
@@ -39,7 +39,8 @@ impl FolderEngine {
         // compare against): the whole prefix, sorted.
         let (store, folder, offset) = (self.store.clone(), folder.clone(), offset.cloned());
         stream::once(async move {
-            let mut all: Vec<ObjectMeta> = store.list(Some(&folder)).try_collect().await?;
+            // The folders paged here are flat: a delimiter listing is every object.
+            let mut all: Vec<ObjectMeta> = store.list_with_delimiter(Some(&folder)).await?.objects;
             all.retain(|object| offset.as_ref().is_none_or(|offset| object.location.as_ref() > offset.as_ref()));
             all.sort_by(|a, b| a.location.cmp(&b.location));
             Ok::<_, object_store::Error>(stream::iter(all.into_iter().map(Ok)))
