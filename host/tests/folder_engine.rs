@@ -17,7 +17,7 @@ use dial_host::config::{FoldersConfig, HandlersConfig, LockConfig};
 use dial_host::etag::{EtagMatch, Preconditions};
 use dial_host::events::{EventBus, InProcessEvents};
 use dial_host::folders::marker::ResourceMarker;
-use dial_host::folders::{Becomes, FolderEngine, FolderError, Node};
+use dial_host::folders::{Becomes, FolderEngine, FolderError, Node, Order};
 use dial_host::handlers::{Handler, HandlerRegistry, Runtime, RuntimeLimits};
 use dial_host::locks::{InProcessLocks, LockService};
 use dial_host::resource_url::{Intent, ResourceUrl};
@@ -1717,4 +1717,42 @@ async fn the_frontmatter_is_kept_and_older_versions_get_theirs_once() {
     assert_eq!(none, None);
     let stored = engine.live_marker(&target).await.unwrap().unwrap();
     assert_eq!(stored.metadata.get("no-such-entry").map(String::as_str), Some(""), "not asked again");
+}
+
+/// The names the creation index lists for alice's `skills` bucket, newest first.
+async fn created_names(engine: &FolderEngine) -> Vec<String> {
+    let root = ResourceUrl::parse("skills/bucket1/", Intent::Read).unwrap();
+    let root = Node::new(root, BucketLocation::User("alice".into())).unwrap();
+    let page = engine.list_created(&root, Order::NewestFirst, None, 10).await.unwrap();
+    page.items.iter().map(|(url, _)| url.to_string()).collect()
+}
+
+/// A list that meets a tombstone's entry while a restore is under way (the
+/// restore has written the entry and not yet the marker) leaves the entry:
+/// the restored resource stays in the creation index, so the skills APIs
+/// keep listing it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_racing_a_restore_leaves_the_restored_resource_listed() {
+    let handler = skill_handler().await;
+    let store = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
+    let engine = Arc::new(engine_on(store.clone(), in_process_locks()));
+    let target = node("s");
+    put_whole(&engine, &handler, &target, &old_files(), &Preconditions::default()).await.unwrap();
+    assert_eq!(created_names(&engine).await, ["skills/bucket1/s"]);
+    engine.delete_resource(&target, &Preconditions::default()).await.unwrap();
+    let gate = store.hold_writes_to(target.paths().resource_marker().as_ref());
+    let restore = tokio::spawn({
+        let (engine, target) = (engine.clone(), target.clone());
+        async move { engine.restore(&target).await }
+    });
+    gate.arrived.notified().await;
+    let list = tokio::spawn({
+        let engine = engine.clone();
+        async move { created_names(&engine).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gate.open();
+    restore.await.unwrap().expect("the restore commits");
+    list.await.unwrap();
+    assert_eq!(created_names(&engine).await, ["skills/bucket1/s"], "the restored resource is listed");
 }

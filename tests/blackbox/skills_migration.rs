@@ -87,15 +87,18 @@ async fn a_zip_with_skill_md_at_its_root_is_the_skills_folder() {
 }
 
 /// Answers lost on the way back and the SDKs retrying: a version create
-/// makes one version, a version delete and a skill delete succeed (today's
-/// main: two versions, and NotFound for the deletes that had worked).
+/// makes one version, a version delete, the delete of a skill's last
+/// version and a skill delete succeed (today's main: two versions, and
+/// NotFound for the deletes that had worked).
 #[tokio::test]
 async fn a_retried_mutation_has_the_effect_of_one_call() {
     let Some(f) = Fixture::local().await else { return };
     let out = run(&f, "retries", PROJECT_KEY, &[]).await;
     for api in ["anthropic", "openai"] {
         assert!(out[api].is_string(), "{out}");
-        assert_eq!(f.dial_status(&f.bucket, &format!("retried-{api}"), &KEY).await, 404, "{api}: deleted");
+        for gone in [format!("retried-{api}"), format!("retried-{api}-last")] {
+            assert_eq!(f.dial_status(&f.bucket, &gone, &KEY).await, 404, "{api}: {gone} deleted");
+        }
     }
 }
 

@@ -232,6 +232,18 @@ def scenario_retries(args: argparse.Namespace) -> dict[str, Any]:
         client.skills.delete(created.id)
         expect(f"{api}: skills.delete sent", 2, lossy.sent)
         expect_error(f"{api}: retrieve after a retried delete", openai.NotFoundError, lambda: o.skills.retrieve(created.id))
+
+        # Deleting a skill's only version deletes the skill: its retry is done too.
+        last = a.skills.create(files=skill(f"{name}-last", "Only."))
+        only = [v.id for v in a.skills.versions.list(last.id)][0] if api == "anthropic" else "1"
+        client, lossy = losing(make, args, "DELETE", r"/versions/[^/]+$")
+        client.skills.versions.delete(only, skill_id=last.id)
+        expect(f"{api}: the last version's versions.delete sent", 2, lossy.sent)
+        expect_error(
+            f"{api}: retrieve after a retried delete of the last version",
+            openai.NotFoundError,
+            lambda: o.skills.retrieve(last.id),
+        )
         out[api] = created.id
     return out
 

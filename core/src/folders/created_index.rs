@@ -16,7 +16,9 @@
 //! or a crash came between a delete and the entry's) but a live resource
 //! never lacks its entry: readers read each listed resource's marker and
 //! skip an entry whose resource is not live with that creation time,
-//! removing it once a commit can no longer be under way. A URL too long for
+//! removing it under the resource's lock (which a create or restore holds
+//! from its entry to its marker) once no commit can be making it. Entries
+//! with one creation time sort by the base58 of their URL. A URL too long for
 //! a key (or a local file name) is written as `<digits>_<SHA-256 hex of the URL>`, the URL in the
 //! object's body. A bucket written before the index existed is indexed once,
 //! by the first list of it (one walk of the bucket), then marked complete.
@@ -154,7 +156,7 @@ impl FolderEngine {
         });
         let mut listed: BoxStream<'static, object_store::Result<ObjectMeta>> =
             self.list_page_after(&folder, offset.as_ref(), limit.saturating_add(1));
-        let (mut items, mut skipped, now) = (Vec::new(), 0, now_ms());
+        let (mut items, mut skipped) = (Vec::new(), 0);
         while let Some(object) = listed.next().await {
             let object = object?;
             let Some((url, created_at)) = self.read_created_entry(&folder, &object, order).await? else { continue };
@@ -167,14 +169,7 @@ impl FolderEngine {
                     items.push((url, marker));
                     continue;
                 }
-                marker => {
-                    // A tombstone's entry goes now (a restore writes it
-                    // again); any other once no commit can be making it.
-                    let deleted = marker.is_some_and(|marker| !marker.is_ready());
-                    if deleted || now - created_at > STALE_AFTER_MS {
-                        let _ = self.store.delete(&object.location).await;
-                    }
-                }
+                _ => self.remove_dead_entry(&node, created_at, &object.location).await,
             }
             skipped += 1;
             if skipped == MAX_SKIPPED_PER_PAGE {
@@ -182,6 +177,27 @@ impl FolderEngine {
             }
         }
         Ok(CreatedPage { items, more: false })
+    }
+
+    /// Removes the entry (at `entry`) of `node` created at `created_at`
+    /// when its resource is not live with that creation time: a
+    /// tombstone's now (a restore writes it again), one with no resource or
+    /// a younger one once no commit can still be making it. Decided under
+    /// the resource's lock, which a create or restore holds from writing
+    /// the entry to writing the marker: a reader that saw the tombstone
+    /// just before a restore must not take the restored resource's entry.
+    /// A failure only leaves the entry for a later page.
+    async fn remove_dead_entry(&self, node: &Node, created_at: i64, entry: &Path) {
+        let Ok(_lock) = self.locks.acquire(&node.resource_lock_key()).await else { return };
+        let Ok(read) = self.read_resource_marker(node).await else { return };
+        let dead = match read.map(|read| read.marker) {
+            Some(marker) if marker.is_ready() && marker.created_at == created_at => false,
+            Some(marker) if !marker.is_ready() && marker.created_at == created_at => true,
+            _ => now_ms() - created_at > STALE_AFTER_MS,
+        };
+        if dead && let Err(error) = self.store.delete(entry).await {
+            tracing::warn!(%error, url = %node.url, "removing a gone resource's entry from the creation index");
+        }
     }
 
     /// The URL and creation time an entry names; `None` for what is no entry.

@@ -18,7 +18,7 @@ use crate::access::{AccessError, Permission, Resource};
 use crate::auth::Caller;
 use crate::catalog::{Catalog, CatalogError, Kind, Link};
 use crate::clock::now_ms;
-use crate::etag::Preconditions;
+use crate::etag::{EtagMatch, Preconditions};
 use crate::folders::archive::stream_zip;
 use crate::folders::engine::Becomes;
 use crate::folders::marker::{ResourceMarker, VersionRecord};
@@ -547,7 +547,11 @@ impl<'a> HostedSkills<'a> {
         id: &str,
         reference: &VersionRef,
     ) -> Result<Dropped, SkillsError> {
-        let skill = self.find(caller, id, Permission::Write).await?;
+        let skill = match self.find(caller, id, Permission::Write).await {
+            // The retry of the delete of a skill's only version, which deleted the skill.
+            Err(SkillsError::NotFound(_)) if self.was_deleted(caller, id).await? => return Ok(Dropped::Already),
+            found => found?,
+        };
         let version = match skill.version(reference) {
             Ok(version) => version.clone(),
             Err(not_found) => {
@@ -555,12 +559,30 @@ impl<'a> HostedSkills<'a> {
             }
         };
         if version.current {
+            // Only over the version this decision was made on: an upload
+            // that landed meanwhile is neither deleted nor made past.
+            let unchanged =
+                Preconditions { if_match: Some(EtagMatch::Tags(vec![skill.marker.etag.clone()])), if_none_match: None };
+            let changed = |error| match error {
+                FolderError::Precondition(_) => SkillsError::Conflict(format!(
+                    "The skill {id} changed while its version was being deleted: list its versions and retry"
+                )),
+                error => error.into(),
+            };
             let Some(next) = skill.versions().iter().find(|other| !other.current) else {
-                self.delete_skill(skill).await?;
+                let link =
+                    Link { url: skill.node.url, location: skill.node.location, kind: Kind::Folder(skill.handler) };
+                match self.catalog.delete(&link, &unchanged).await {
+                    Err(CatalogError::Folder(error)) => return Err(changed(error)),
+                    deleted => deleted?,
+                }
                 return Ok(Dropped::Version(Box::new(version)));
             };
             let engine = self.catalog.folders;
-            engine.make_current(&skill.node, &next.record.version, &skill.handler, &Preconditions::default()).await?;
+            engine
+                .make_current(&skill.node, &next.record.version, &skill.handler, &unchanged)
+                .await
+                .map_err(changed)?;
         }
         self.catalog.folders.drop_version(&skill.node, &version.record.version).await?;
         Ok(Dropped::Version(Box::new(version)))
