@@ -12,7 +12,7 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
-pub use crate::handlers::config::{HandlersConfig, TypeSettings};
+pub use crate::handlers::config::{HandlersConfig, TypeQuota, TypeSettings};
 
 /// Prefix of the environment variables that override the file.
 pub const ENV_PREFIX: &str = "DIAL_HOST_";

@@ -292,6 +292,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
             "the store's v2 markers are in their folders' indexes now (layout 2)"
         );
     }
+    folders.settle_quotas().await.context("reading when each type's quota was set")?;
     let buckets = BucketCodec::new(secret);
     if config.folders.gc_interval_seconds > 0 {
         spawn_sweeper(&folders, Duration::from_secs(config.folders.gc_interval_seconds));

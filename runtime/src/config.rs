@@ -67,4 +67,18 @@ pub struct TypeSettings {
     /// Version retention of this type; unset: `folders.keep_versions` / `keep_versions_days`.
     pub keep_versions: Option<u32>,
     pub keep_versions_days: Option<f64>,
+    /// How much of this type one bucket may hold; unset: no limit.
+    pub quota: Option<TypeQuota>,
+}
+
+/// A per-bucket quota of one type (`[handlers.types.<group>.quota]`),
+/// checked when a commit would grow what the bucket holds: a resource
+/// created or restored counts one, and the bytes are those of every
+/// resource's current version (retained versions are bounded by
+/// `keep_versions` instead).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TypeQuota {
+    pub max_resources: Option<u64>,
+    pub max_bytes: Option<u64>,
 }

@@ -384,7 +384,7 @@ async fn a_create_whose_answer_was_lost_leaves_one_skill_and_a_conflict_is_sent_
 }
 
 /// One multipart body: `fields` as text parts, then `files` as `(part name, filename, bytes)`.
-fn multipart(fields: &[(&str, &str)], files: &[(&str, &str, Vec<u8>)]) -> (String, Vec<u8>) {
+pub(crate) fn multipart(fields: &[(&str, &str)], files: &[(&str, &str, Vec<u8>)]) -> (String, Vec<u8>) {
     const BOUNDARY: &str = "skills-api-boundary-0123";
     let mut body = Vec::new();
     for (name, value) in fields {

@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 use super::ConfigApps;
 use crate::buckets::{BucketCodec, BucketLocation};
 use crate::clock::now_ms;
+use crate::folders::created_index::created_index_complete;
 use crate::folders::layout::{FOLDER_INDEX, RESOURCE_INDEX, decode_part};
 use crate::locks::{LockError, LockService};
 
@@ -254,7 +255,8 @@ async fn move_appdata(
     let renamed = |part: &PathPart<'_>| renames.get(&decode_part(part)).map(|new| PathPart::from(new.as_str()));
     let mut moved = 0;
     for group in store.list_with_delimiter(Some(root)).await?.common_prefixes {
-        let appdata = group.join(crate::access::APPDATA_FOLDER);
+        let before = moved;
+        let appdata = group.clone().join(crate::access::APPDATA_FOLDER);
         for folder in store.list_with_delimiter(Some(&appdata)).await?.common_prefixes {
             let Some(name) = folder.parts().next_back() else { continue };
             if let Some(new) = renamed(&name) {
@@ -267,6 +269,14 @@ async fn move_appdata(
                     };
                     moved += move_object(store, &marker.location, &folder.clone().join(new)).await?;
                 }
+            }
+        }
+        if moved > before {
+            // The group's creation index names the old URLs: the next list
+            // indexes the group again (and drops the old entries).
+            match store.delete(&created_index_complete(&group)).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(error) => return Err(error.into()),
             }
         }
     }
@@ -361,6 +371,7 @@ mod tests {
         put(format!("Users/alice/files/appdata/{}/out.txt", encoded(&old))).await;
         put(format!("Keys/project/skills/appdata/.dial-folders/{}", encoded(&old))).await;
         put(format!("Keys/project/skills/appdata/{}/s/.dial-resources/x", encoded(&old))).await;
+        put("Keys/project/skills/.dial-created/complete".into()).await;
         put("Users/alice/files/appdata/other-0123456789ab/kept.txt".into()).await;
 
         let migrated = migrate_app_ids(&store, &buckets, locks.as_ref(), vec!["project"]).await.unwrap().unwrap();

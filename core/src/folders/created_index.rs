@@ -34,7 +34,7 @@ use super::error::FolderError;
 use super::layout::{CREATED_INDEX, MAX_KEY_BYTES};
 use super::listing::ListedNode;
 use super::marker::ResourceMarker;
-use super::node::Node;
+use super::node::{Node, group_root};
 use crate::clock::now_ms;
 use crate::hashing::hex;
 use crate::resource_url::{Intent, ResourceUrl};
@@ -50,6 +50,14 @@ const STALE_AFTER_MS: i64 = 2 * 60 * 60 * 1000;
 /// The longest entry name written with the URL in it: a file name on the
 /// local disk (255 bytes on most file systems), with room to spare.
 const MAX_ENTRY_NAME_BYTES: usize = 200;
+
+/// The flag saying every resource of the group at `group` (a bucket's
+/// group root in the store) is indexed. A tool that moves resources by
+/// renaming their objects deletes it: the next list indexes the group
+/// again.
+pub fn created_index_complete(group: &Path) -> Path {
+    group.clone().join(CREATED_INDEX).join(COMPLETE)
+}
 
 /// The order of a page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,8 +111,7 @@ fn entry_in(folder: Path, url: &str, created_at: i64, order: Order) -> (Path, Op
 impl FolderEngine {
     /// The index of the bucket and group `node` is in.
     fn created_index(node: &Node) -> Result<Path, FolderError> {
-        let root = ResourceUrl::parse(&format!("{}/{}/", node.url.group(), node.url.bucket()), Intent::Read)?;
-        Ok(Node::new(root, node.location.clone())?.paths.base().clone().join(CREATED_INDEX))
+        Ok(group_root(node)?.paths.base().clone().join(CREATED_INDEX))
     }
 
     /// The key of `node`'s entry in `order`, and the body it needs (the URL,
@@ -226,7 +233,7 @@ impl FolderEngine {
     /// Indexes every resource of `root` made before the index existed: one
     /// walk of the bucket, once; then the index is marked complete.
     async fn ensure_indexed(&self, root: &Node) -> Result<(), FolderError> {
-        let complete = Self::created_index(root)?.join(COMPLETE);
+        let complete = created_index_complete(root.paths.base());
         if self.known_complete.0.lock().expect("not poisoned").get(&complete).is_some() {
             return Ok(());
         }

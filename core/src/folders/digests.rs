@@ -118,9 +118,9 @@ impl FolderEngine {
         if stored.marker.commit_id != read.commit_id || stored.marker.current_version != read.current_version {
             return Ok(());
         }
-        let mut kept = stored.marker;
+        let mut kept = stored.marker.clone();
         edit(&mut kept);
-        match self.write_marker(node, &kept, Some(stored.version)).await {
+        match self.write_marker(node, Some(&stored.marker), &kept, Some(stored.version)).await {
             Ok(()) | Err(FolderError::Precondition(_)) => Ok(()),
             Err(error) => Err(error),
         }

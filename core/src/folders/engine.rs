@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use indexmap::IndexMap;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use super::error::FolderError;
 use super::journal::GcJournal;
@@ -73,7 +73,7 @@ pub struct FolderEngine {
     events: Arc<dyn EventBus>,
     pub(super) journal: GcJournal,
     config: FoldersConfig,
-    type_settings: BTreeMap<String, TypeSettings>,
+    pub(super) type_settings: BTreeMap<String, TypeSettings>,
     pub(super) path_limits: PathLimits,
     /// Markers listings read, by location and etag.
     pub(super) listed: MarkerCache,
@@ -83,6 +83,8 @@ pub struct FolderEngine {
     /// The store's paged listing, where it has one ([`super::pages`]).
     pub(super) pager: Option<super::pager::Pager>,
     pub(super) known_complete: super::listing::KnownComplete,
+    /// When each type's quota was set ([`Self::settle_quotas`]).
+    pub(super) quota_epochs: std::sync::RwLock<BTreeMap<String, i64>>,
 }
 
 impl FolderEngine {
@@ -94,6 +96,10 @@ impl FolderEngine {
         type_settings: BTreeMap<String, TypeSettings>,
     ) -> Self {
         let journal = GcJournal::new(store.clone());
+        for (group, quota) in type_settings.iter().filter_map(|(group, settings)| Some((group, settings.quota?))) {
+            quota.max_resources.inspect(|limit| crate::metrics::quota_limit(group, "max_resources", *limit));
+            quota.max_bytes.inspect(|limit| crate::metrics::quota_limit(group, "max_bytes", *limit));
+        }
         Self {
             store,
             locks,
@@ -106,6 +112,7 @@ impl FolderEngine {
             lists_in_key_order: true,
             pager: None,
             known_complete: Default::default(),
+            quota_epochs: Default::default(),
         }
     }
 
@@ -512,7 +519,8 @@ impl FolderEngine {
                 ensure_held(&locks)?;
             }
             staging.pending.committing();
-            match self.write_marker(&node, &marker, existing.map(|r| r.version)).await {
+            let expected = existing.as_ref().map(|r| r.version.clone());
+            match self.write_marker(&node, existing.as_ref().map(|r| &r.marker), &marker, expected).await {
                 Ok(()) => break (marker, creating),
                 // Lost the compare-and-swap to a writer these locks do not
                 // exclude (the sweep purging a tombstone, an instance that
@@ -645,7 +653,7 @@ impl FolderEngine {
         tombstone.deleted_at = Some(now);
         tombstone.updated_at = now;
         tombstone.commit_id = new_id();
-        self.write_marker(node, &tombstone, Some(current.version)).await?;
+        self.write_marker(node, Some(&current.marker), &tombstone, Some(current.version)).await?;
         self.unindex_created(node, tombstone.created_at).await;
         self.publish(EventAction::Delete, node, Some(&tombstone.etag)).await;
         Ok(())
@@ -673,7 +681,7 @@ impl FolderEngine {
         restored.updated_at = now_ms();
         restored.commit_id = new_id();
         self.index_created(node, restored.created_at).await?;
-        self.write_marker(node, &restored, Some(read.version)).await?;
+        self.write_marker(node, Some(&read.marker), &restored, Some(read.version)).await?;
         self.publish(EventAction::Create, node, Some(&restored.etag)).await;
         Ok(restored)
     }
@@ -758,16 +766,6 @@ impl FolderEngine {
         }
         guards.push(self.locks.acquire(&node.resource_lock_key()).await?);
         Ok(guards)
-    }
-
-    /// The commit: a conditional write of the marker ([`markers::write_marker`]).
-    pub(super) async fn write_marker(
-        &self,
-        node: &Node,
-        marker: &ResourceMarker,
-        expected: Option<UpdateVersion>,
-    ) -> Result<(), FolderError> {
-        markers::write_marker(&self.store, node, marker, expected).await
     }
 
     pub(super) async fn publish(&self, action: EventAction, node: &Node, etag: Option<&str>) {

@@ -206,7 +206,7 @@ impl FolderEngine {
                 ..current.marker.clone()
             };
             pending.committing();
-            match self.write_marker(node, &marker, Some(current.version)).await {
+            match self.write_marker(node, Some(&current.marker), &marker, Some(current.version)).await {
                 Ok(()) => {}
                 // Lost to a committer this lock does not exclude: rebuild on
                 // what it committed.

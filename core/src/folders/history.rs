@@ -81,7 +81,7 @@ impl FolderEngine {
                 commit_id: new_id(),
                 ..live
             };
-            if self.rewrite_history(node, &marker, read.version).await? {
+            if self.rewrite_history(node, &read.marker, &marker, read.version).await? {
                 return Ok(marker);
             }
         }
@@ -109,7 +109,7 @@ impl FolderEngine {
             self.journal_versions(node, &[version.to_string()]).await?;
             let history = live.history.iter().filter(|record| record.version != version).cloned().collect();
             let marker = ResourceMarker { history, updated_at: now, commit_id: new_id(), ..live };
-            if self.rewrite_history(node, &marker, read.version).await? {
+            if self.rewrite_history(node, &read.marker, &marker, read.version).await? {
                 return Ok(marker);
             }
         }
@@ -144,10 +144,11 @@ impl FolderEngine {
     async fn rewrite_history(
         &self,
         node: &Node,
+        before: &ResourceMarker,
         marker: &ResourceMarker,
         expected: UpdateVersion,
     ) -> Result<bool, FolderError> {
-        match self.write_marker(node, marker, Some(expected)).await {
+        match self.write_marker(node, Some(before), marker, Some(expected)).await {
             Ok(()) => {
                 self.publish(EventAction::Update, node, Some(&marker.etag)).await;
                 Ok(true)

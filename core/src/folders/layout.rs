@@ -4,6 +4,8 @@
 //! <bucket location><group>/<parent…>/.dial-folders/<name>     a DIAL folder
 //! <bucket location><group>/<parent…>/.dial-resources/<name>   a DIAL resource (the commit point)
 //! <bucket location><group>/<parent…>/<name>/v/<version>/<file…>  its immutable version subtrees
+//! <bucket location><group>/.dial-created/…                    the creation index (`super::created_index`)
+//! <bucket location><group>/.dial-usage                        what the bucket holds of a type with a quota (`super::quota`)
 //! ```
 //!
 //! A node's marker lives beside its siblings' in its parent's index
@@ -35,6 +37,8 @@ pub const RESOURCE_INDEX: &str = ".dial-resources";
 pub const FOLDER_INDEX: &str = ".dial-folders";
 /// A bucket group's creation index (`super::created_index`).
 pub const CREATED_INDEX: &str = ".dial-created";
+/// A bucket group's usage against its type's quota (`super::quota`).
+pub const USAGE_DOCUMENT: &str = ".dial-usage";
 /// Longest object key we write (S3's limit is 1024 bytes).
 pub const MAX_KEY_BYTES: usize = 1024;
 

@@ -49,6 +49,7 @@ pub mod node;
 pub mod pager;
 mod pages;
 pub mod policy;
+pub mod quota;
 pub mod staging;
 pub mod sweep;
 pub mod unzip;

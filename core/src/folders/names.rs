@@ -8,7 +8,7 @@ use icu_properties::CodePointSetData;
 use icu_properties::props::DefaultIgnorableCodePoint;
 use unicase::UniCase;
 
-use super::layout::{CREATED_INDEX, FOLDER_INDEX, RESOURCE_INDEX, VERSIONS_DIR};
+use super::layout::{CREATED_INDEX, FOLDER_INDEX, RESOURCE_INDEX, USAGE_DOCUMENT, VERSIONS_DIR};
 use super::marker::{FOLDER_MARKER, RESOURCE_MARKER};
 
 /// Segment that separates a resource from a file inside it in URLs.
@@ -17,8 +17,16 @@ pub const FILES_SEGMENT: &str = "files";
 /// Names no resource or folder may take: the structure's own, and the
 /// marker names of the layout before issue 28 (kept, so that a store being
 /// migrated holds nothing named like them).
-const RESERVED_NODE_NAMES: [&str; 7] =
-    [FILES_SEGMENT, VERSIONS_DIR, RESOURCE_INDEX, FOLDER_INDEX, RESOURCE_MARKER, FOLDER_MARKER, CREATED_INDEX];
+const RESERVED_NODE_NAMES: [&str; 8] = [
+    FILES_SEGMENT,
+    VERSIONS_DIR,
+    RESOURCE_INDEX,
+    FOLDER_INDEX,
+    RESOURCE_MARKER,
+    FOLDER_MARKER,
+    CREATED_INDEX,
+    USAGE_DOCUMENT,
+];
 
 /// Why a name or file path is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -8,7 +8,7 @@ use super::layout::{NodePaths, VERSIONS_DIR};
 use super::names::check_node_segments;
 use crate::buckets::BucketLocation;
 use crate::handlers::ResourceInfo;
-use crate::resource_url::{MAX_STORAGE_PATH_BYTES, ResourceUrl};
+use crate::resource_url::{Intent, MAX_STORAGE_PATH_BYTES, ResourceUrl};
 use crate::storage::PathLimits;
 
 /// Length of a version id ([`new_id`]).
@@ -86,6 +86,13 @@ impl Node {
     pub(super) fn resource_info(&self) -> ResourceInfo {
         ResourceInfo { name: self.url.name().unwrap_or_default().to_string(), path: self.url.decoded_path() }
     }
+}
+
+/// The root of the bucket and group `node` is in (what a bucket-wide
+/// index or count of the type lives under).
+pub(super) fn group_root(node: &Node) -> Result<Node, FolderError> {
+    let root = ResourceUrl::parse(&format!("{}/{}/", node.url.group(), node.url.bucket()), Intent::Read)?;
+    Node::new(root, node.location.clone())
 }
 
 pub(super) fn folder_child(folder: &Node, name: &str) -> Result<Node, FolderError> {

@@ -39,6 +39,8 @@ pub const KEYS_ALIVE: &str = "dial_host_per_request_keys_alive";
 pub const DEFINITION_CACHE_BYTES: &str = "dial_host_definition_cache_bytes";
 pub const UPSTREAM_CALLS: &str = "dial_host_upstream_calls_total";
 pub const UPSTREAM_DURATION: &str = "dial_host_upstream_call_duration_seconds";
+pub const QUOTA_LIMIT: &str = "dial_host_type_quota_limit";
+pub const QUOTA_REFUSALS: &str = "dial_host_type_quota_refusals_total";
 
 /// Histogram buckets for every `…_seconds` metric: 100 µs to 60 s.
 const SECONDS_BUCKETS: [f64; 16] =
@@ -105,6 +107,11 @@ fn describe() {
         Unit::Bytes,
         "What the parsed stored application definitions hold, estimated (bounded by proxy.definition_cache_mib)"
     );
+    describe_gauge!(
+        QUOTA_LIMIT,
+        "Each type's per-bucket quota, by group and quota (max_resources, max_bytes), as configured"
+    );
+    describe_counter!(QUOTA_REFUSALS, "Writes refused because a bucket's type quota was reached, by group and quota");
     describe_counter!(
         UPSTREAM_CALLS,
         "Calls to applications, by deployment (a configured name, or `stored`), interface and status \
@@ -156,4 +163,15 @@ pub fn key_minted() {
 
 pub fn key_revoked() {
     gauge!(KEYS_ALIVE).decrement(1.0);
+}
+
+/// A type's configured per-bucket quota (`quota` is `max_resources` or
+/// `max_bytes`).
+pub fn quota_limit(group: &str, quota: &'static str, limit: u64) {
+    gauge!(QUOTA_LIMIT, "group" => group.to_string(), "quota" => quota).set(limit as f64);
+}
+
+/// A write refused by a type's quota.
+pub fn quota_refused(group: &str, quota: &'static str) {
+    counter!(QUOTA_REFUSALS, "group" => group.to_string(), "quota" => quota).increment(1);
 }
