@@ -235,6 +235,16 @@ impl Runtime {
         Ok(loaded)
     }
 
+    /// The names a loaded component imports and exports (as `wkg` lists
+    /// them in an OCI artifact's config).
+    pub fn world(&self, loaded: &LoadedComponent) -> (Vec<String>, Vec<String>) {
+        let ty = loaded.pre.component().component_type();
+        let names = |items: &mut dyn Iterator<Item = (&str, wasmtime::component::types::ComponentItem)>| {
+            items.map(|(name, _)| name.to_string()).collect::<Vec<_>>()
+        };
+        (names(&mut ty.imports(&self.engine)), names(&mut ty.exports(&self.engine)))
+    }
+
     pub(super) async fn validate(
         &self,
         component: &LoadedComponent,
