@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::OciDistributionError;
+use oci_client::errors::{DigestError, OciDistributionError};
 use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
@@ -276,9 +276,12 @@ impl OciStore {
             client.pull_blob_stream(&image, &layer).await.map_err(|error| classify(reference, "the layer", error))?;
         let mut wasm = Vec::with_capacity(layer.size.max(0) as usize);
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|error| PullError::Unreachable {
-                reference: reference.to_string(),
-                detail: format!("reading the layer: {error}"),
+            let chunk = chunk.map_err(|error| match error.get_ref().is_some_and(|inner| inner.is::<DigestError>()) {
+                true => refused(reference, format!("layer digest mismatch: {error}")),
+                false => PullError::Unreachable {
+                    reference: reference.to_string(),
+                    detail: format!("reading the layer: {error}"),
+                },
             })?;
             if (wasm.len() + chunk.len()) as u64 > self.settings.max_bytes {
                 return Err(refused(reference, too_big(self.settings.max_bytes)));

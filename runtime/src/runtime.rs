@@ -239,10 +239,9 @@ impl Runtime {
     /// them in an OCI artifact's config).
     pub fn world(&self, loaded: &LoadedComponent) -> (Vec<String>, Vec<String>) {
         let ty = loaded.pre.component().component_type();
-        let names = |items: &mut dyn Iterator<Item = (&str, wasmtime::component::types::ComponentItem)>| {
-            items.map(|(name, _)| name.to_string()).collect::<Vec<_>>()
-        };
-        (names(&mut ty.imports(&self.engine)), names(&mut ty.exports(&self.engine)))
+        let imports = ty.imports(&self.engine).map(|(name, _)| name.to_string()).collect();
+        let exports = ty.exports(&self.engine).map(|(name, _)| name.to_string()).collect();
+        (imports, exports)
     }
 
     pub(super) async fn validate(
