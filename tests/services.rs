@@ -283,7 +283,10 @@ pub fn oci_registry() -> Option<OciRegistry> {
         .filter(|path| path.is_file())
         .or_else(|| find_on_path("docker-registry"));
     let Some(binary) = binary else {
-        return missing("docker-registry (an OCI registry)", "run scripts/test, or: apt-get install -y docker-registry");
+        return missing(
+            "docker-registry (an OCI registry)",
+            "run scripts/test, or: apt-get install -y docker-registry",
+        );
     };
     let dir = std::env::temp_dir().join(format!("dial-test-oci-registry-{}-{}", std::process::id(), free_port()));
     std::fs::create_dir_all(&dir).expect("creating the registry's directory");

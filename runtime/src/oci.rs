@@ -276,12 +276,15 @@ impl OciStore {
             client.pull_blob_stream(&image, &layer).await.map_err(|error| classify(reference, "the layer", error))?;
         let mut wasm = Vec::with_capacity(layer.size.max(0) as usize);
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|error| match error.get_ref().is_some_and(|inner| inner.is::<DigestError>()) {
-                true => refused(reference, format!("layer digest mismatch: {error}")),
-                false => PullError::Unreachable {
-                    reference: reference.to_string(),
-                    detail: format!("reading the layer: {error}"),
-                },
+            let chunk = chunk.map_err(|error| {
+                if error.get_ref().is_some_and(|inner| inner.is::<DigestError>()) {
+                    refused(reference, format!("layer digest mismatch: {error}"))
+                } else {
+                    PullError::Unreachable {
+                        reference: reference.to_string(),
+                        detail: format!("reading the layer: {error}"),
+                    }
+                }
             })?;
             if (wasm.len() + chunk.len()) as u64 > self.settings.max_bytes {
                 return Err(refused(reference, too_big(self.settings.max_bytes)));
@@ -350,11 +353,7 @@ fn classify(reference: &OciReference, what: &str, error: OciDistributionError) -
         OciDistributionError::DigestError(_) => format!("digest mismatch fetching {what}: {error}"),
         _ => format!("fetching {what}: {error}"),
     };
-    if away {
-        PullError::Unreachable { reference: reference.to_string(), detail }
-    } else {
-        refused(reference, detail)
-    }
+    if away { PullError::Unreachable { reference: reference.to_string(), detail } } else { refused(reference, detail) }
 }
 
 /// Whether a registry host is on this machine (plain HTTP allowed).
@@ -464,7 +463,11 @@ pub async fn push(target: &OciTarget, input: PushInput<'_>) -> Result<OciReferen
     client.push_blob(&image, config, &config_digest).await?;
     let content_type = OCI_IMAGE_MEDIA_TYPE.parse().expect("a valid header value");
     client.push_manifest_raw(&image, manifest.clone(), content_type).await?;
-    Ok(OciReference { registry: target.registry.clone(), repository: target.repository.clone(), hex: sha256_hex(&manifest) })
+    Ok(OciReference {
+        registry: target.registry.clone(),
+        repository: target.repository.clone(),
+        hex: sha256_hex(&manifest),
+    })
 }
 
 #[cfg(test)]
@@ -477,7 +480,10 @@ mod tests {
     fn a_pinned_reference_parses_and_prints_back() {
         let given = format!("oci://127.0.0.1:5000/handlers/prompts@sha256:{HEX}");
         let reference = OciReference::parse_pinned(&given).unwrap();
-        assert_eq!((reference.registry.as_str(), reference.repository.as_str()), ("127.0.0.1:5000", "handlers/prompts"));
+        assert_eq!(
+            (reference.registry.as_str(), reference.repository.as_str()),
+            ("127.0.0.1:5000", "handlers/prompts")
+        );
         assert_eq!(reference.to_string(), given);
         // A tag beside the digest is allowed and ignored: the digest decides.
         let tagged = OciReference::parse_pinned(&format!("oci://ghcr.io/acme/prompts:1.0@sha256:{HEX}")).unwrap();
@@ -532,18 +538,25 @@ mod tests {
             )
         };
         let layer = format!(r#"{{"mediaType":"application/wasm","digest":"sha256:{HEX}","size":10}}"#);
-        let pin = |bytes: &str| OciReference { registry: "r".into(), repository: "p".into(), hex: sha256_hex(bytes.as_bytes()) };
+        let pin = |bytes: &str| OciReference {
+            registry: "r".into(),
+            repository: "p".into(),
+            hex: sha256_hex(bytes.as_bytes()),
+        };
         let good = manifest(CONFIG_MEDIA_TYPE, &layer);
         assert_eq!(verify(&pin(&good), good.as_bytes(), 1 << 20).unwrap().size, 10);
         let other = OciReference { hex: HEX.into(), ..pin(&good) };
         assert!(verify(&other, good.as_bytes(), 1 << 20).unwrap_err().to_string().contains("digest mismatch"));
         assert!(verify(&pin(&good), good.as_bytes(), 5).unwrap_err().to_string().contains("over handlers.oci_max_mib"));
         let image = manifest("application/vnd.oci.image.config.v1+json", &layer);
-        assert!(verify(&pin(&image), image.as_bytes(), 1 << 20).unwrap_err().to_string().contains("not a Wasm artifact"));
+        assert!(
+            verify(&pin(&image), image.as_bytes(), 1 << 20).unwrap_err().to_string().contains("not a Wasm artifact")
+        );
         let two = manifest(CONFIG_MEDIA_TYPE, &format!("{layer},{layer}"));
         assert!(verify(&pin(&two), two.as_bytes(), 1 << 20).unwrap_err().to_string().contains("has 2"));
         let wasm = b"\0asm";
-        let descriptor = OciDescriptor { digest: format!("sha256:{}", sha256_hex(wasm)), size: 4, ..Default::default() };
+        let descriptor =
+            OciDescriptor { digest: format!("sha256:{}", sha256_hex(wasm)), size: 4, ..Default::default() };
         assert!(check_layer(&descriptor, wasm).is_ok());
         assert!(check_layer(&descriptor, b"\0asn").unwrap_err().contains("layer digest mismatch"));
     }

@@ -107,8 +107,8 @@ async fn a_type_pulled_by_digest_serves_survives_the_registry_and_reloads_to_new
     let v3_hex = v3_ref.rsplit_once("sha256:").unwrap().1.to_string();
     let stored = registry.blob_path(&v3_hex);
     let manifest = std::fs::read_to_string(&stored).unwrap();
-    assert!(manifest.contains("\"schemaVersion\":2"), "{manifest}");
-    std::fs::write(&stored, manifest.replace("\"schemaVersion\":2", "\"schemaVersion\":3")).unwrap();
+    assert!(manifest.contains("\"application/wasm\""), "{manifest}");
+    std::fs::write(&stored, manifest.replace("\"application/wasm\"", "\"application/wasn\"")).unwrap();
 
     // Started on the damaged digest: the type is reported failed, the rest serves.
     let config_file = config(&setup, &v3_ref);
