@@ -1,6 +1,6 @@
 //! Real services for tests: each runs as a child process on a free loopback port and is killed on drop:
 //! moto (S3), Azurite (Azure Blob), `redis-server` alone, as a three-primary cluster, or as a primary and a
-//! replica watched by three sentinels.
+//! replica watched by three sentinels, and an OCI registry (Debian's `docker-registry`).
 //!
 //! Include it from a test crate under `host/tests/` with
 //! `#[path = "../../tests/services.rs"] mod services;`. `scripts/test` installs the services.
@@ -265,6 +265,67 @@ impl Emulator {
             Self::S3(moto) => moto.stop(),
             Self::Azure(azurite) => azurite.stop(),
         }
+    }
+}
+
+/// An OCI registry (Debian's `docker-registry`, the CNCF distribution server) on loopback, storing in a
+/// directory of its own (removed on drop). Plain HTTP, no authentication.
+pub struct OciRegistry {
+    /// `127.0.0.1:<port>`, as an `oci://` reference names the registry.
+    pub address: String,
+    dir: PathBuf,
+    process: Service,
+}
+
+/// Starts `/usr/bin/docker-registry serve`, else the one on `PATH`.
+pub fn oci_registry() -> Option<OciRegistry> {
+    let binary = Some(PathBuf::from("/usr/bin/docker-registry"))
+        .filter(|path| path.is_file())
+        .or_else(|| find_on_path("docker-registry"));
+    let Some(binary) = binary else {
+        return missing(
+            "docker-registry (an OCI registry)",
+            "run scripts/test, or: apt-get install -y docker-registry",
+        );
+    };
+    let dir = std::env::temp_dir().join(format!("dial-test-oci-registry-{}-{}", std::process::id(), free_port()));
+    std::fs::create_dir_all(&dir).expect("creating the registry's directory");
+    let config = dir.join("config.yml");
+    let storage = dir.join("storage");
+    let process = Service::start(
+        "docker-registry",
+        |port| {
+            let body = format!(
+                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    \
+                 enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
+                storage.display()
+            );
+            std::fs::write(&config, body).expect("writing the registry's configuration");
+            let mut command = Command::new(&binary);
+            command.arg("serve").arg(&config);
+            command
+        },
+        http_answers,
+    );
+    Some(OciRegistry { address: format!("127.0.0.1:{}", process.port), dir, process })
+}
+
+impl OciRegistry {
+    /// Where the registry keeps the blob (or manifest) with this SHA-256, to damage it on purpose.
+    pub fn blob_path(&self, sha256_hex: &str) -> PathBuf {
+        self.dir.join(format!("storage/docker/registry/v2/blobs/sha256/{}/{sha256_hex}/data", &sha256_hex[..2]))
+    }
+
+    /// Kills the registry now; clients see connection refused from here on.
+    pub fn stop(&mut self) {
+        self.process.stop();
+    }
+}
+
+impl Drop for OciRegistry {
+    fn drop(&mut self) {
+        self.process.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

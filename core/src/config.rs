@@ -46,6 +46,11 @@ pub struct Config {
     pub feed: FeedConfig,
     pub listings: ListingsConfig,
     pub skills_api: SkillsApiConfig,
+    /// The file this configuration was loaded from (none: the embedded
+    /// default and the environment); a handler reload re-reads it for the
+    /// `oci://` sources.
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
 }
 
 /// Anthropic's and OpenAI's skills APIs (SPEC §12).
@@ -149,6 +154,7 @@ impl Default for Config {
             feed: FeedConfig::default(),
             listings: ListingsConfig::default(),
             skills_api: SkillsApiConfig::default(),
+            file: None,
         }
     }
 }
@@ -550,7 +556,8 @@ impl Config {
         }
         let defined: BTreeMap<String, serde_json::Value> =
             figment.extract_inner("applications").map_err(ConfigError::from)?;
-        let config: Self = figment.merge(Env::prefixed(ENV_PREFIX).split("__")).extract()?;
+        let mut config: Self = figment.merge(Env::prefixed(ENV_PREFIX).split("__")).extract()?;
+        config.file = file.map(Path::to_path_buf);
         if let Some(name) = config.applications.keys().find(|name| !defined.contains_key(*name)) {
             let closest = defined
                 .keys()

@@ -1,5 +1,5 @@
 //! The `dial-host` command: `serve` (the default), `check-config`,
-//! `handler inspect`, `handler test`.
+//! `handler inspect`, `handler test`, `handler push`.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -58,6 +58,18 @@ enum HandlerCommand {
         #[arg(long)]
         strict: bool,
     },
+    /// Publish a handler component to an OCI registry (the Wasm OCI layout
+    /// `wkg oci push` uses) and print the pinned `oci://…@sha256:…`
+    /// reference for `handlers.types.<group>.source`.
+    Push {
+        /// The `.wasm` component.
+        file: PathBuf,
+        /// `oci://<registry>/<repository>:<tag>`.
+        target: String,
+        /// A registry (`host:port`) to reach over plain HTTP; loopback ones always are.
+        #[arg(long = "insecure-registry")]
+        insecure: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -67,6 +79,7 @@ fn main() -> ExitCode {
         Command::CheckConfig(arg) => block_on(check_config(arg)),
         Command::Handler(HandlerCommand::Inspect { file }) => block_on(inspect(file)),
         Command::Handler(HandlerCommand::Test { dir, file, strict }) => block_on(test_handler(dir, file, strict)),
+        Command::Handler(HandlerCommand::Push { file, target, insecure }) => block_on(push(file, target, insecure)),
     };
     match result {
         Ok(code) => code,
@@ -117,7 +130,8 @@ async fn check_config(arg: ConfigArg) -> anyhow::Result<ExitCode> {
     }
     let prepared = server::prepare(config)?;
     let state = server::build_state(&prepared.config).await?;
-    println!("configuration OK");
+    let failed = state.handlers().failed();
+    println!("{}", if failed.is_empty() { "configuration OK" } else { "configuration loaded; a handler type FAILED" });
     println!("  storage: {}", prepared.config.storage_url());
     if let Ok(Some(redis)) = dial_host::redis_conn::RedisTarget::from_config(&prepared.config.redis) {
         println!("  redis: {redis}");
@@ -125,10 +139,13 @@ async fn check_config(arg: ConfigArg) -> anyhow::Result<ExitCode> {
     for handler in state.handlers().all() {
         println!("  handler: {} ({}, {})", handler.description().group, handler.label(), handler.source());
     }
+    for failure in &failed {
+        println!("  handler FAILED: {}: {}", failure.source, failure.error);
+    }
     for (name, app) in state.apps().all() {
         println!("  application: {name} ({})", app.summary());
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// Exit code of `handler test` when the handler cannot be read, loaded or run.
@@ -214,6 +231,16 @@ async fn test_handler(dir: PathBuf, file: PathBuf, strict: bool) -> anyhow::Resu
     let valid = report.is_valid();
     let _ = writeln!(out, "verdict: {}", if valid { "valid" } else { "invalid" });
     Ok(print(&out, if valid { ExitCode::SUCCESS } else { ExitCode::FAILURE }))
+}
+
+async fn push(file: PathBuf, target: String, insecure: Vec<String>) -> anyhow::Result<ExitCode> {
+    let pushed = dial_host::cli::push::push_handler(&file, &target, &insecure).await?;
+    let mut out = String::new();
+    let _ = writeln!(out, "pushed:  {} ({}) to {target}", pushed.label, pushed.group);
+    let _ = writeln!(out, "{}", pushed.reference);
+    let _ = writeln!(out, "config:  [handlers.types.{}]", pushed.group);
+    let _ = writeln!(out, "         source = \"{}\"", pushed.reference);
+    Ok(print(&out, ExitCode::SUCCESS))
 }
 
 /// Writes a command's output. A reader that went away (`| head`) is not an

@@ -27,6 +27,8 @@ use crate::dependencies::{DeclarationPolicy, V1_GROUPS};
 use crate::documents::Documents;
 use crate::folders::FolderEngine;
 use crate::folders::spawn_sweeper;
+use crate::handlers::config::HandlersConfig;
+use crate::handlers::registry::SourceReader;
 use crate::handlers::{CacheConfig, HandlerRegistry, Runtime, RuntimeLimits};
 use crate::http::{self, AppState, Services};
 use crate::listener::{self, ConnectionLimits};
@@ -170,6 +172,7 @@ pub fn check_settings(config: &Config) -> anyhow::Result<()> {
     ] {
         anyhow::ensure!(value >= 1, "{key} must be at least 1");
     }
+    config.handlers.check().map_err(anyhow::Error::msg)?;
     anyhow::ensure!(config.locks.ttl_ms >= 300, "locks.ttl_ms must be at least 300 (the lease is renewed at a third)");
     anyhow::ensure!(
         config.folders.grace_seconds >= 1,
@@ -252,7 +255,15 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
     let cache = CacheConfig::new(config.handler_cache_dir(), secret);
     let runtime = Runtime::new(RuntimeLimits::from_config(&config.handlers), Some(cache), config.handlers.pooling)
         .map_err(|e| anyhow::anyhow!("starting the handler runtime: {e}"))?;
-    let handlers = HandlerRegistry::load(runtime, &config.handlers).await?;
+    // `oci://` types are cached beside the compiled components; a reload
+    // re-reads the configuration file for their sources.
+    let handlers_config = HandlersConfig { cache_dir: Some(config.handler_cache_dir()), ..config.handlers.clone() };
+    let file = config.file.clone();
+    let reader: SourceReader = Arc::new(move || {
+        let reread = Config::load(file.as_deref()).map_err(|error| format!("re-reading the configuration: {error}"))?;
+        reread.handlers.oci_sources()
+    });
+    let handlers = HandlerRegistry::load(runtime, &handlers_config).await?.with_source_reader(reader);
 
     let key_prefix = config.redis.key_prefix.clone().unwrap_or_else(|| locks::DEFAULT_KEY_PREFIX.into());
     let redis = crate::redis_conn::Redis::connect(&config.redis).await?;

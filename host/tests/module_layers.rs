@@ -35,6 +35,7 @@ const CRATES: &[Crate] = &[
         name: "dial-handler-runtime",
         src: "../runtime/src",
         layers: &[
+            &["oci"],
             &["types", "config", "metrics", "files"],
             &["bindings", "cache"],
             &["runtime"],

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::oci::{OciReference, PullSettings};
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HandlersConfig {
@@ -34,6 +36,13 @@ pub struct HandlersConfig {
     /// only the pages a call dirtied (kernel 6.7+), else 0 — without it the
     /// reset would `memset` the whole region every call.
     pub memory_keep_resident_kib: Option<u64>,
+    /// Longest a pull of an `oci://` handler (manifest and component) may take.
+    pub oci_timeout_seconds: u64,
+    /// Largest component an `oci://` pull accepts, in MiB.
+    pub oci_max_mib: u64,
+    /// Registries (`host:port`) pulled from over plain HTTP; loopback ones
+    /// (`localhost`, `127.0.0.0/8`, `[::1]`) always are.
+    pub oci_insecure_registries: Vec<String>,
     /// Per-type settings, keyed by URL group (e.g. `[handlers.types.skills]`).
     pub types: BTreeMap<String, TypeSettings>,
 }
@@ -50,7 +59,44 @@ impl Default for HandlersConfig {
             max_concurrent_calls: 32,
             pooling: true,
             memory_keep_resident_kib: None,
+            oci_timeout_seconds: 60,
+            oci_max_mib: 64,
+            oci_insecure_registries: Vec::new(),
             types: BTreeMap::new(),
+        }
+    }
+}
+
+impl HandlersConfig {
+    /// The types whose handler comes from an OCI registry, by group; a
+    /// `source` that is not a pinned `oci://…@sha256:…` reference is an error
+    /// naming the key and what to write instead.
+    pub fn oci_sources(&self) -> Result<BTreeMap<String, OciReference>, String> {
+        let mut sources = BTreeMap::new();
+        for (group, settings) in &self.types {
+            if let Some(source) = &settings.source {
+                let reference = OciReference::parse_pinned(source)
+                    .map_err(|error| format!("handlers.types.{group}.source: {error}"))?;
+                sources.insert(group.clone(), reference);
+            }
+        }
+        Ok(sources)
+    }
+
+    /// Checks what can be checked without loading anything.
+    pub fn check(&self) -> Result<(), String> {
+        if self.oci_timeout_seconds == 0 || self.oci_max_mib == 0 {
+            return Err("handlers.oci_timeout_seconds and handlers.oci_max_mib must be at least 1".into());
+        }
+        self.oci_sources().map(|_| ())
+    }
+
+    /// How `oci://` pulls are bounded.
+    pub fn pull_settings(&self) -> PullSettings {
+        PullSettings {
+            timeout: std::time::Duration::from_secs(self.oci_timeout_seconds.max(1)),
+            max_bytes: self.oci_max_mib.max(1) << 20,
+            insecure_registries: self.oci_insecure_registries.clone(),
         }
     }
 }
@@ -59,6 +105,9 @@ impl Default for HandlersConfig {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct TypeSettings {
+    /// Where the type's handler comes from when not from `handlers.dir`:
+    /// `oci://<registry>/<repository>@sha256:<digest>` (docs/handlers.md).
+    pub source: Option<String>,
     /// Turn the handler's warnings into errors.
     pub strict: bool,
     pub max_file_bytes: Option<u64>,

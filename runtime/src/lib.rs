@@ -7,6 +7,8 @@
 //! - [`cache`]: compiled components kept on disk between starts.
 //! - [`registry`]: which handler serves which URL group; loads the built-in
 //!   skill handler and every `*.wasm` in `handlers.dir`.
+//! - [`oci`]: handler components pulled from an OCI registry by digest,
+//!   cached on disk, and `handler push`.
 //! - [`files`]: [`FileSource`], where a handler's `files.read` import gets
 //!   bytes from — the one interface the engine implements.
 //! - [`config`]: the `[handlers]` section of the configuration.
@@ -20,6 +22,7 @@ pub mod config;
 pub mod files;
 pub mod handler;
 pub mod metrics;
+pub mod oci;
 pub mod registry;
 pub mod runtime;
 pub mod types;

@@ -1,9 +1,13 @@
 //! Which handler serves which URL group, and swapping them while serving.
 //!
-//! Built at start from the built-in skill handler and every `*.wasm` in
-//! `handlers.dir` (name order); at start a group claimed twice, a file that
-//! is not a handler, or per-type settings for a group nobody serves stop the
-//! start with a message naming the file.
+//! Built at start from the built-in skill handler, every `*.wasm` in
+//! `handlers.dir` (name order) and every `handlers.types.<group>.source`
+//! pulled from an OCI registry ([`super::oci`]); at start a group claimed
+//! twice, a file that is not a handler, or per-type settings for a group
+//! nobody serves stop the start with a message naming the file. An OCI type
+//! that cannot be had (registry away with nothing cached, digest mismatch,
+//! not a handler, another group) does not: it is reported failed
+//! ([`HandlerRegistry::failed`]) and the rest serves.
 //!
 //! [`HandlerRegistry::reload`] re-reads the directory while requests are in
 //! flight. The loaded set is an immutable snapshot behind a lock held only to
@@ -20,6 +24,7 @@ use serde::Serialize;
 
 use super::config::HandlersConfig;
 use super::handler::Handler;
+use super::oci::{Fetched, OciReference, OciStore};
 use super::runtime::{LoadError, Runtime};
 use super::types::HandlerSource;
 
@@ -33,7 +38,13 @@ pub enum RegistryError {
     Directory { dir: PathBuf, error: std::io::Error },
     #[error("[handlers.types.{0}] configures a group that no loaded handler serves")]
     UnknownType(String),
+    #[error("{0}")]
+    Config(String),
 }
+
+/// Reads the `oci://` sources afresh at each reload (the host re-reads its
+/// configuration file); without one, the sources of the start stay.
+pub type SourceReader = Arc<dyn Fn() -> Result<BTreeMap<String, OciReference>, String> + Send + Sync>;
 
 /// The built-in Agent Skills handler, compiled by the build script.
 pub const BUILTIN_SKILL_HANDLER: &[u8] =
@@ -51,6 +62,10 @@ pub struct HandlerRegistry {
     runtime: Arc<Runtime>,
     config: HandlersConfig,
     current: RwLock<Arc<Loaded>>,
+    /// What failed at the start or the last reload (still failing).
+    failed: RwLock<Arc<Vec<FailedHandler>>>,
+    oci: OciStore,
+    oci_sources: SourceReader,
     /// One reload at a time; requests never wait on it.
     reloading: tokio::sync::Mutex<()>,
 }
@@ -79,7 +94,7 @@ pub struct ServingHandler {
     pub change: &'static str,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FailedHandler {
     /// As the handler listing shows it (the directory, when it cannot be read).
@@ -96,9 +111,11 @@ impl ReloadReport {
 }
 
 impl HandlerRegistry {
-    /// Loads the built-in handler and the configured directory; any problem
-    /// stops the start.
+    /// Loads the built-in handler, the configured directory (any problem
+    /// stops the start) and the `oci://` types (one that fails is reported
+    /// in [`Self::failed`], the rest serving).
     pub async fn load(runtime: Arc<Runtime>, config: &HandlersConfig) -> Result<Self, RegistryError> {
+        let oci_sources = config.oci_sources().map_err(RegistryError::Config)?;
         let mut by_group = Loaded::new();
         for (source, wasm) in sources(config)? {
             let loaded = runtime
@@ -113,15 +130,54 @@ impl HandlerRegistry {
             log_loaded(&handler);
             by_group.insert(group, handler);
         }
-        if let Some(unknown) = config.types.keys().find(|group| !by_group.contains_key(*group)) {
+        let oci = OciStore::new(config.cache_dir.as_ref().map(|dir| dir.join("oci")), config.pull_settings());
+        let mut failed = Vec::new();
+        for (group, reference) in &oci_sources {
+            let source = HandlerSource::Oci(reference.to_string());
+            if let Some(existing) = by_group.get(group) {
+                return Err(RegistryError::DuplicateGroup {
+                    group: group.clone(),
+                    first: existing.source().clone(),
+                    second: source,
+                });
+            }
+            match load_oci(&runtime, &oci, config, group, reference).await {
+                Ok(handler) => {
+                    log_loaded(&handler);
+                    by_group.insert(group.clone(), handler);
+                }
+                Err(error) => {
+                    tracing::error!(group = %group, source = %source, %error, "handler type failed: the rest serves");
+                    failed.push(FailedHandler { source, error, still_serving: None });
+                }
+            }
+        }
+        if let Some(unknown) =
+            config.types.keys().find(|group| !by_group.contains_key(*group) && !oci_sources.contains_key(*group))
+        {
             return Err(RegistryError::UnknownType(unknown.clone()));
         }
+        let fixed = config.clone();
         Ok(Self {
             runtime,
             config: config.clone(),
             current: RwLock::new(Arc::new(by_group)),
+            failed: RwLock::new(Arc::new(failed)),
+            oci,
+            oci_sources: Arc::new(move || fixed.oci_sources()),
             reloading: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// Re-reads the `oci://` sources through `reader` at each reload.
+    pub fn with_source_reader(mut self, reader: SourceReader) -> Self {
+        self.oci_sources = reader;
+        self
+    }
+
+    /// The types that failed at the start or the last reload, with why.
+    pub fn failed(&self) -> Vec<FailedHandler> {
+        self.failed.read().expect("registry lock poisoned").as_ref().clone()
     }
 
     /// The handler serving `group` now. The clone keeps its version alive for
@@ -164,6 +220,7 @@ impl HandlerRegistry {
                     still_serving: None,
                 });
                 report.serving = before.iter().map(|(group, handler)| serving(group, handler, "unchanged")).collect();
+                *self.failed.write().expect("registry lock poisoned") = Arc::new(report.failed.clone());
                 return Ok(report);
             }
             Err(error) => return Err(error),
@@ -187,6 +244,53 @@ impl HandlerRegistry {
                 continue;
             }
             next.insert(group, handler);
+        }
+        let mut oci_failures: Vec<(String, HandlerSource, String)> = Vec::new();
+        match (self.oci_sources)() {
+            Ok(oci_sources) => {
+                for (group, reference) in oci_sources {
+                    let source = HandlerSource::Oci(reference.to_string());
+                    if let Some(holder) = next.get(&group) {
+                        let message = format!("group '{group}' is already claimed by {}", holder.source());
+                        oci_failures.push((group, source, message));
+                        continue;
+                    }
+                    let handler = match before.get(&group).filter(|h| *h.source() == source) {
+                        Some(unchanged) => unchanged.clone(),
+                        None => match load_oci(&self.runtime, &self.oci, &self.config, &group, &reference).await {
+                            Ok(handler) => handler,
+                            Err(error) => {
+                                oci_failures.push((group, source, error));
+                                continue;
+                            }
+                        },
+                    };
+                    next.insert(group, handler);
+                }
+            }
+            // The configuration no longer reads: the OCI types keep serving.
+            Err(error) => {
+                for (group, handler) in before.iter().filter(|(_, h)| matches!(h.source(), HandlerSource::Oci(_))) {
+                    if !next.contains_key(group) {
+                        next.insert(group.clone(), handler.clone());
+                    }
+                }
+                let source = HandlerSource::Oci("handlers.types.*.source".into());
+                report.failed.push(FailedHandler { source, error, still_serving: None });
+            }
+        }
+        // An OCI type that failed keeps its previous version serving (the
+        // last digest that loaded), unless its group went elsewhere.
+        for (group, source, error) in oci_failures {
+            let kept = before
+                .get(&group)
+                .filter(|h| matches!(h.source(), HandlerSource::Oci(_)) && !next.contains_key(&group))
+                .cloned();
+            if let Some(kept) = &kept {
+                next.insert(group.clone(), kept.clone());
+            }
+            tracing::warn!(group = %group, source = %source, error = %error, kept = ?kept.as_ref().map(Handler::label), "handler type failed to load");
+            report.failed.push(FailedHandler { source, error, still_serving: kept.map(|h| h.label().to_string()) });
         }
 
         // A file that failed keeps its previous version serving, unless its
@@ -217,8 +321,35 @@ impl HandlerRegistry {
             tracing::info!(group = %group, "handler unloaded: its file left the handlers directory");
         }
         *self.current.write().expect("registry lock poisoned") = Arc::new(next);
+        *self.failed.write().expect("registry lock poisoned") = Arc::new(report.failed.clone());
         Ok(report)
     }
+}
+
+/// Fetches, loads and checks one `oci://` type: the component must describe
+/// the group it is configured for.
+async fn load_oci(
+    runtime: &Arc<Runtime>,
+    oci: &OciStore,
+    config: &HandlersConfig,
+    group: &str,
+    reference: &OciReference,
+) -> Result<Handler, String> {
+    let (wasm, fetched) = oci.fetch(reference).await.map_err(|error| error.to_string())?;
+    if fetched == Fetched::Registry {
+        tracing::info!(group, reference = %reference, bytes = wasm.len(), "pulled a handler component");
+    }
+    let loaded = runtime
+        .load(wasm, HandlerSource::Oci(reference.to_string()))
+        .await
+        .map_err(|error| format!("{reference}: {error}"))?;
+    let described = &loaded.description().group;
+    if described != group {
+        return Err(format!(
+            "{reference} describes group '{described}', but is configured as handlers.types.{group}.source"
+        ));
+    }
+    Ok(Handler::new(loaded, runtime.clone(), config))
 }
 
 fn serving(group: &str, handler: &Handler, change: &'static str) -> ServingHandler {

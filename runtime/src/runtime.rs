@@ -235,6 +235,15 @@ impl Runtime {
         Ok(loaded)
     }
 
+    /// The names a loaded component imports and exports (as `wkg` lists
+    /// them in an OCI artifact's config).
+    pub fn world(&self, loaded: &LoadedComponent) -> (Vec<String>, Vec<String>) {
+        let ty = loaded.pre.component().component_type();
+        let imports = ty.imports(&self.engine).map(|(name, _)| name.to_string()).collect();
+        let exports = ty.exports(&self.engine).map(|(name, _)| name.to_string()).collect();
+        (imports, exports)
+    }
+
     pub(super) async fn validate(
         &self,
         component: &LoadedComponent,

@@ -89,12 +89,16 @@ pub struct HandlerDescription {
     pub limits: LimitOverrides,
 }
 
-/// Where a handler came from, for listings and messages.
+/// Where a handler came from, for listings and messages:
+/// `{"kind": "builtin"}`, `{"kind": "file", "path": …}` or
+/// `{"kind": "oci", "path": "oci://…@sha256:…"}`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(tag = "kind", content = "path", rename_all = "lowercase")]
 pub enum HandlerSource {
     Builtin,
     File(std::path::PathBuf),
+    /// `handlers.types.<group>.source`, a pinned OCI reference.
+    Oci(String),
 }
 
 impl fmt::Display for HandlerSource {
@@ -102,6 +106,7 @@ impl fmt::Display for HandlerSource {
         match self {
             Self::Builtin => f.write_str("built-in"),
             Self::File(path) => write!(f, "{}", path.display()),
+            Self::Oci(reference) => f.write_str(reference),
         }
     }
 }

@@ -12,7 +12,7 @@ const ADMIN: &str = "admin-key";
 const OWNER: &str = "owner-key";
 const COLLEAGUE: &str = "colleague-key";
 
-const LIBRARY_TOML: &str = r#"name = "support-prompts"
+pub(crate) const LIBRARY_TOML: &str = r#"name = "support-prompts"
 description = "Prompts the support team uses."
 version = "1.2.0"
 
@@ -26,12 +26,12 @@ id = "reply"
 file = "prompts/reply.md"
 variables = ["customer"]
 "#;
-const TRIAGE: &str = "You triage tickets for {{product}}.\n\nTicket:\n{{ ticket }}\n";
-const REPLY: &str = "Write a kind reply to {{customer}}.\n";
+pub(crate) const TRIAGE: &str = "You triage tickets for {{product}}.\n\nTicket:\n{{ ticket }}\n";
+pub(crate) const REPLY: &str = "Write a kind reply to {{customer}}.\n";
 
 /// Builds the example once per test run, the way its README says, into
 /// `<target>/wasm-examples`; returns the component.
-fn prompt_library_wasm() -> &'static Path {
+pub(crate) fn prompt_library_wasm() -> &'static Path {
     static WASM: OnceLock<PathBuf> = OnceLock::new();
     WASM.get_or_init(|| {
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("host/ sits in the workspace");

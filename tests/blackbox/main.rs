@@ -17,6 +17,7 @@ mod feed;
 mod handler_reload;
 mod limits;
 mod metrics;
+mod oci_handlers;
 mod openapi;
 mod outage;
 #[path = "../partition.rs"]

@@ -19,13 +19,18 @@ pub struct ServiceStatus {
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     handlers: Option<usize>,
+    /// From `/ready`: handler types that failed to load (an `oci://` type
+    /// whose registry is away with nothing cached, …), when there are any;
+    /// the rest serves. `POST /v1/ops/handlers/reload` says why.
+    #[serde(rename = "handlersFailed", skip_serializing_if = "Option::is_none")]
+    handlers_failed: Option<usize>,
 }
 
 /// `GET /health`: the process is up.
 #[utoipa::path(get, path = "/health", tag = "service", security(()),
     responses((status = 200, description = "The process is up", body = ServiceStatus)))]
 pub async fn health() -> Json<ServiceStatus> {
-    Json(ServiceStatus { status: "ok", handlers: None })
+    Json(ServiceStatus { status: "ok", handlers: None, handlers_failed: None })
 }
 
 /// `GET /metrics`: Prometheus text format, no credentials (like `/health`;
@@ -58,7 +63,12 @@ pub async fn ready(State(state): State<AppState>) -> Result<Json<ServiceStatus>,
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Redis is not reachable")
         })?;
     }
-    Ok(Json(ServiceStatus { status: "ready", handlers: Some(state.handlers().all().len()) }))
+    let failed = state.handlers().failed().len();
+    Ok(Json(ServiceStatus {
+        status: "ready",
+        handlers: Some(state.handlers().all().len()),
+        handlers_failed: (failed > 0).then_some(failed),
+    }))
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
