@@ -23,6 +23,7 @@ mod outage;
 mod partition;
 mod partitions;
 mod publication;
+mod python_handler;
 #[path = "../random_bytes.rs"]
 mod random_bytes;
 mod redis_shapes;

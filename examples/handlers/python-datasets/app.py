@@ -91,20 +91,20 @@ def read_card(files, problems):
     for field, limit in (("name", 128), ("description", 1024), ("license", 64)):
         value = card.get(field)
         if not isinstance(value, str) or not value.strip():
-            problems.error(f"{CARD}: `{field}` must be a non-empty string", CARD)
+            problems.error(f"`{field}` must be a non-empty string", CARD)
         elif len(value) > limit:
-            problems.error(f"{CARD}: `{field}` is {len(value)} characters; at most {limit} are allowed", CARD)
+            problems.error(f"`{field}` is {len(value)} characters; at most {limit} are allowed", CARD)
     columns = card.get("columns")
     if not isinstance(columns, list) or not columns:
-        problems.error(f'{CARD}: `columns` must be a non-empty list of {{"name": …, "type": …}} objects', CARD)
+        problems.error(f'`columns` must be a non-empty list of {{"name": …, "type": …}} objects', CARD)
         return None
     if len(columns) > MAX_COLUMNS:
-        problems.error(f"{CARD}: {len(columns)} columns; at most {MAX_COLUMNS} are allowed", CARD)
+        problems.error(f"{len(columns)} columns; at most {MAX_COLUMNS} are allowed", CARD)
         return None
     checked = []
     seen = set()
     for index, column in enumerate(columns):
-        where = f"{CARD}: columns[{index}]"
+        where = f"columns[{index}]"
         if not isinstance(column, dict):
             problems.error(f"{where} must be an object with `name` and `type`", CARD)
             continue
@@ -143,39 +143,39 @@ def check_rows(files, path, columns, problems):
     try:
         for number, raw in files.lines(path, LINE_MAX_BYTES):
             if found >= MAX_PROBLEMS_PER_FILE:
-                problems.error(f"{path}: more problems after line {number}; fix the ones above first", path)
+                problems.error(f"more problems after line {number}; fix the ones above first", path)
                 break
             if not raw.strip():
-                report(f"{path}: line {number} is blank; JSON Lines holds one object per line")
+                report(f"line {number} is blank; JSON Lines holds one object per line")
                 continue
             try:
                 row = json.loads(raw)
             except UnicodeDecodeError:
-                report(f"{path}: line {number} is not valid UTF-8")
+                report(f"line {number} is not valid UTF-8")
                 continue
             except RecursionError:
-                report(f"{path}: line {number} nests too deeply")
+                report(f"line {number} nests too deeply")
                 continue
             except json.JSONDecodeError as error:
-                report(f"{path}: line {number} is not valid JSON: {error.msg} at column {error.colno}")
+                report(f"line {number} is not valid JSON: {error.msg} at column {error.colno}")
                 continue
             if not isinstance(row, dict):
-                report(f"{path}: line {number} must be a JSON object, not {json_type(row)}")
+                report(f"line {number} must be a JSON object, not {json_type(row)}")
                 continue
             rows += 1
             for name, column_type, required in columns:
                 value = row.get(name)
                 if value is None:
                     if required:
-                        report(f"{path}: line {number} has no `{name}`, a required column")
+                        report(f"line {number} has no `{name}`, a required column")
                 elif not type_matches(value, column_type):
-                    report(f"{path}: line {number}: `{name}` must be {column_type}, not {json_type(value)}")
+                    report(f"line {number}: `{name}` must be {column_type}, not {json_type(value)}")
             if not extra_reported:
                 extra = sorted(key for key in row if key not in declared)
                 if extra:
                     extra_reported = True
                     problems.warning(
-                        f"{path}: line {number} has columns the card does not declare ({', '.join(extra[:5])}); "
+                        f"line {number} has columns the card does not declare ({', '.join(extra[:5])}); "
                         f"add them to {CARD}",
                         path,
                     )

@@ -179,6 +179,10 @@ class FileSet:
                 path, f"{path} is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}"
             ) from None
 
+    @staticmethod
+    def _long_line(path, number, max_line_bytes):
+        return FileError(path, f"line {number} is longer than {human_size(max_line_bytes)}; split it or shorten it")
+
     def lines(self, path, max_line_bytes, chunk=CHUNK):
         """Yields `(line_number, bytes)` for each line of `path`, read in
         chunks; a line longer than `max_line_bytes` raises `FileError`. Only
@@ -201,14 +205,13 @@ class FileSet:
                 if end < 0:
                     break
                 number += 1
+                if end - start > max_line_bytes:
+                    raise self._long_line(path, number, max_line_bytes)
                 yield number, pending[start:end]
                 start = end + 1
             pending = pending[start:]
             if len(pending) > max_line_bytes:
-                raise FileError(
-                    path,
-                    f"{path}: line {number + 1} is longer than {human_size(max_line_bytes)}; split it or shorten it",
-                )
+                raise self._long_line(path, number + 1, max_line_bytes)
         if pending:
             number += 1
             yield number, pending
