@@ -162,7 +162,7 @@ async fn the_python_datasets_type_is_loaded_from_handlers_dir_and_serves_its_typ
     assert_eq!(datasets["displayName"], "Dataset");
     assert_eq!(datasets["source"]["kind"], "file");
     assert_eq!(datasets["limits"]["maxFiles"], 1000);
-    assert_eq!(datasets["limits"]["maxTotalBytes"], 8 << 20);
+    assert_eq!(datasets["limits"]["maxTotalBytes"], 1 << 20);
 
     // A valid dataset: stored, with the handler's metadata and no warnings.
     let put = f.put("support-tickets", &valid_dataset()).await;
