@@ -107,7 +107,9 @@ fn dataset_files(rows: usize) -> (ResourceInfo, InMemoryFiles) {
                     {"name": "tags", "type": "array", "required": false}]}"#;
     let mut data = String::new();
     for i in 0..rows {
-        data.push_str(&format!("{{\"id\": {i}, \"text\": \"Ticket number {i}: the printer is on fire\", \"tags\": [\"hw\"]}}\n"));
+        data.push_str(&format!(
+            "{{\"id\": {i}, \"text\": \"Ticket number {i}: the printer is on fire\", \"tags\": [\"hw\"]}}\n"
+        ));
     }
     let mut files = InMemoryFiles::new();
     files.insert("dataset.json", card);
@@ -190,9 +192,8 @@ fn main() {
             })
         });
         let what = if index == 0 { "`check`, 2 KiB SKILL.md" } else { "`check`, card + 100 rows (8 KiB)" };
-        for (slot, (name, time)) in [(what, commit), ("validate-file-mutation (the fixed cost of a call)", fixed)]
-            .into_iter()
-            .enumerate()
+        for (slot, (name, time)) in
+            [(what, commit), ("validate-file-mutation (the fixed cost of a call)", fixed)].into_iter().enumerate()
         {
             if index == 0 {
                 baseline[slot] = time;

@@ -200,7 +200,8 @@ async fn the_python_datasets_type_is_loaded_from_handlers_dir_and_serves_its_typ
     assert!(warnings[1]["message"].as_str().unwrap().contains("stored as `renamed`"), "{warnings}");
 
     // Rows that break the card: 400 naming each file and line, nothing stored.
-    let bad = "{\"id\": 5, \"text\": \"ok\"}\n{\"id\": \"six\", \"text\": \"x\"}\n{\"text\": \"no id\"}\nnot json\n[1, 2]\n";
+    let bad =
+        "{\"id\": 5, \"text\": \"ok\"}\n{\"id\": \"six\", \"text\": \"x\"}\n{\"text\": \"no id\"}\nnot json\n[1, 2]\n";
     let invalid = f.put("broken", &[("dataset.json", CARD.as_bytes()), ("data/train.jsonl", bad.as_bytes())]).await;
     assert_eq!(invalid.status, 400, "{}", invalid.body);
     for expected in [
@@ -216,9 +217,14 @@ async fn the_python_datasets_type_is_loaded_from_handlers_dir_and_serves_its_typ
 
     // A card that is not JSON: its line and column; no card at all: said,
     // with the usual mistake (a zipped enclosing folder) pointed out.
-    let card = f.put("no-card", &[("dataset.json", b"{\"name\": \"x\",\n  oops}"), ("data/a.jsonl", extra.as_bytes())]).await;
+    let card =
+        f.put("no-card", &[("dataset.json", b"{\"name\": \"x\",\n  oops}"), ("data/a.jsonl", extra.as_bytes())]).await;
     assert_eq!(card.status, 400, "{}", card.body);
-    assert!(card.body.contains("dataset.json is not valid JSON") && card.body.contains("line 2, column 3"), "{}", card.body);
+    assert!(
+        card.body.contains("dataset.json is not valid JSON") && card.body.contains("line 2, column 3"),
+        "{}",
+        card.body
+    );
     let nested =
         f.put("nested", &[("tickets/dataset.json", CARD.as_bytes()), ("tickets/data/a.jsonl", TEST.as_bytes())]).await;
     assert_eq!(nested.status, 400, "{}", nested.body);
@@ -237,8 +243,10 @@ async fn the_python_datasets_type_is_loaded_from_handlers_dir_and_serves_its_typ
     // A single-file PUT is checked as a whole: a bad new file is refused,
     // a good one updates the row count; a data file can be deleted.
     let single = |path: &str| f.url("datasets", &format!("support-tickets/files/{path}"));
-    let refused =
-        f.client.put_files(&single("data/more.jsonl"), &[("Api-Key", OWNER)], &[("more.jsonl", b"{\"id\": 9}\n")]).await;
+    let refused = f
+        .client
+        .put_files(&single("data/more.jsonl"), &[("Api-Key", OWNER)], &[("more.jsonl", b"{\"id\": 9}\n")])
+        .await;
     assert_eq!(refused.status, 400, "{}", refused.body);
     assert!(refused.body.contains("data/more.jsonl: line 1 has no `text`"), "{}", refused.body);
     let added =
@@ -331,7 +339,11 @@ async fn runaway_python_handlers_are_cut_by_the_limits_while_the_host_serves_on(
     );
     let hog = misbehave("hog").await;
     assert_eq!(hog.status, 400, "{}", hog.body);
-    assert!(hog.body.contains("handler 'python-misbehaving@0.1.0' exceeded its memory limit of 64 MiB"), "{}", hog.body);
+    assert!(
+        hog.body.contains("handler 'python-misbehaving@0.1.0' exceeded its memory limit of 64 MiB"),
+        "{}",
+        hog.body
+    );
     let raised = misbehave("raise").await;
     assert_eq!(raised.status, 500, "{}", raised.body);
     assert!(raised.body.contains("handler 'python-misbehaving@0.1.0' crashed"), "{}", raised.body);
