@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use dial_host::cli::handler_test::test_folder;
 use dial_host::config::{Config, ServerConfig};
-use dial_host::handlers::{Checked, HandlerSource, Problem, Runtime, RuntimeLimits};
+use dial_host::handlers::{Checked, HandlerSource, Problem, Runtime};
 use dial_host::{server, telemetry};
 
 #[derive(Parser)]
@@ -34,6 +34,8 @@ enum Command {
 #[derive(clap::Args, Default)]
 struct ConfigArg {
     /// TOML configuration file; without one, the embedded default is used.
+    /// `handler inspect`/`test` take the server's handler limits and its
+    /// compiled-component cache (`handlers.cache_dir`) from it.
     #[arg(long, short, env = "DIAL_HOST_CONFIG")]
     config: Option<PathBuf>,
 }
@@ -45,6 +47,8 @@ enum HandlerCommand {
     Inspect {
         /// The `.wasm` component.
         file: PathBuf,
+        #[command(flatten)]
+        config: ConfigArg,
     },
     /// Run a handler's validate and metadata on a local folder and print the
     /// verdict. Exit code 0: valid; 1: invalid; 2: the handler did not load
@@ -57,6 +61,8 @@ enum HandlerCommand {
         /// Treat warnings as problems, like `[handlers.types.<group>] strict = true`.
         #[arg(long)]
         strict: bool,
+        #[command(flatten)]
+        config: ConfigArg,
     },
     /// Publish a handler component to an OCI registry (the Wasm OCI layout
     /// `wkg oci push` uses) and print the pinned `oci://…@sha256:…`
@@ -77,8 +83,10 @@ fn main() -> ExitCode {
     let result = match cli.command.unwrap_or(Command::Serve(ConfigArg::default())) {
         Command::Serve(arg) => serve(arg),
         Command::CheckConfig(arg) => block_on(check_config(arg)),
-        Command::Handler(HandlerCommand::Inspect { file }) => block_on(inspect(file)),
-        Command::Handler(HandlerCommand::Test { dir, file, strict }) => block_on(test_handler(dir, file, strict)),
+        Command::Handler(HandlerCommand::Inspect { file, config }) => block_on(inspect(file, config)),
+        Command::Handler(HandlerCommand::Test { dir, file, strict, config }) => {
+            block_on(test_handler(dir, file, strict, config))
+        }
         Command::Handler(HandlerCommand::Push { file, target, insecure }) => block_on(push(file, target, insecure)),
     };
     match result {
@@ -151,7 +159,30 @@ async fn check_config(arg: ConfigArg) -> anyhow::Result<ExitCode> {
 /// Exit code of `handler test` when the handler cannot be read, loaded or run.
 const HANDLER_FAILED: u8 = 2;
 
-async fn inspect(file: PathBuf) -> anyhow::Result<ExitCode> {
+/// The runtime the server with this configuration runs handlers in: its
+/// limits, and its compiled-component cache (so a component the server has
+/// compiled loads in milliseconds here, and the other way round).
+/// Without a secret (none configured, and no server has generated one in
+/// the data directory yet) there is no cache: its entries are authenticated
+/// with a key derived from the secret, and this command makes no files.
+fn handler_runtime(arg: &ConfigArg) -> anyhow::Result<Arc<Runtime>> {
+    let config = load_config(arg)?;
+    let secret = server::existing_secret(&config)?;
+    server::handler_runtime(&config, secret.as_deref())
+}
+
+/// Where the compiled code came from: the line `handler inspect`/`test` print.
+fn cache_line(runtime: &Runtime, from_cache: bool) -> String {
+    match (runtime.cache_dir(), from_cache) {
+        (Some(dir), true) => format!("cache:   loaded from {}", dir.display()),
+        (Some(dir), false) => format!("cache:   compiled now, saved in {}", dir.display()),
+        (None, _) => "cache:   compiled now, not cached (no encryption.secret, and no server has run with this \
+                      data_dir: pass the server's --config)"
+            .into(),
+    }
+}
+
+async fn inspect(file: PathBuf, config: ConfigArg) -> anyhow::Result<ExitCode> {
     let mut out = String::new();
     let wasm = match std::fs::read(&file) {
         Ok(wasm) => wasm,
@@ -161,8 +192,7 @@ async fn inspect(file: PathBuf) -> anyhow::Result<ExitCode> {
         }
     };
     let size = wasm.len();
-    let runtime: Arc<Runtime> = Runtime::new(RuntimeLimits::default(), None, false)
-        .map_err(|e| anyhow::anyhow!("starting the handler runtime: {e}"))?;
+    let runtime = handler_runtime(&config)?;
     let _ = writeln!(out, "file:    {} ({size} bytes)", file.display());
     let code = match runtime.load(wasm, HandlerSource::File(file.clone())).await {
         Ok(loaded) => {
@@ -170,6 +200,7 @@ async fn inspect(file: PathBuf) -> anyhow::Result<ExitCode> {
             let limit = |value: Option<String>| value.unwrap_or_else(|| "host default".into());
             let _ = writeln!(out, "world:   dial:handler@1.x — implemented");
             let _ = writeln!(out, "sha256:  {}", loaded.sha256());
+            let _ = writeln!(out, "{}", cache_line(&runtime, loaded.from_cache()));
             let _ = writeln!(out, "type:    {}", d.type_name);
             let _ = writeln!(out, "group:   {} (routes /v2/{}/…)", d.group, d.group);
             let _ = writeln!(out, "name:    {}", d.display_name);
@@ -192,7 +223,7 @@ async fn inspect(file: PathBuf) -> anyhow::Result<ExitCode> {
     Ok(print(&out, code))
 }
 
-async fn test_handler(dir: PathBuf, file: PathBuf, strict: bool) -> anyhow::Result<ExitCode> {
+async fn test_handler(dir: PathBuf, file: PathBuf, strict: bool, config: ConfigArg) -> anyhow::Result<ExitCode> {
     let mut out = String::new();
     let wasm = match std::fs::read(&file) {
         Ok(wasm) => wasm,
@@ -201,9 +232,8 @@ async fn test_handler(dir: PathBuf, file: PathBuf, strict: bool) -> anyhow::Resu
             return Ok(print(&out, ExitCode::from(HANDLER_FAILED)));
         }
     };
-    let runtime: Arc<Runtime> = Runtime::new(RuntimeLimits::default(), None, false)
-        .map_err(|e| anyhow::anyhow!("starting the handler runtime: {e}"))?;
-    let report = match test_folder(runtime, wasm, HandlerSource::File(file.clone()), &dir, strict).await {
+    let runtime = handler_runtime(&config)?;
+    let report = match test_folder(runtime.clone(), wasm, HandlerSource::File(file.clone()), &dir, strict).await {
         Ok(report) => report,
         Err(error) => {
             let _ = writeln!(out, "error:   {error}");
@@ -212,6 +242,7 @@ async fn test_handler(dir: PathBuf, file: PathBuf, strict: bool) -> anyhow::Resu
     };
     let _ = writeln!(out, "handler: {} ({})", report.handler.label(), report.handler.description().group);
     let _ = writeln!(out, "folder:  {}", dir.display());
+    let _ = writeln!(out, "{}", cache_line(&runtime, report.handler.from_cache()));
     let print_problems = |out: &mut String, kind: &str, problems: &[Problem]| {
         for problem in problems {
             let _ = writeln!(out, "  {kind} {}: {}", problem.path.as_deref().unwrap_or("(resource)"), problem.message);

@@ -52,19 +52,27 @@ impl Generated {
     /// owner-only (0600, in a 0700 data directory when the host creates it),
     /// and one found readable by others is tightened with a warning.
     fn load_or_create(data_dir: &Path) -> anyhow::Result<Self> {
-        let path = data_dir.join(GENERATED_FILE);
-        if path.exists() {
-            restrict_to_owner(&path)?;
-            let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-            return toml::from_str(&text).with_context(|| format!("parsing {}", path.display()));
+        if let Some(generated) = Self::load(data_dir)? {
+            return Ok(generated);
         }
         let generated = Self { encryption_secret: random_token(), admin_key: random_token(), user_key: random_token() };
         create_private_dir(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
         let temporary = data_dir.join(format!("{GENERATED_FILE}.tmp"));
         write_private(&temporary, toml::to_string(&generated)?.as_bytes())
             .with_context(|| format!("writing {}", temporary.display()))?;
-        std::fs::rename(&temporary, &path)?;
+        std::fs::rename(&temporary, data_dir.join(GENERATED_FILE))?;
         Ok(generated)
+    }
+
+    /// The file a server made in `data_dir`, if it has.
+    fn load(data_dir: &Path) -> anyhow::Result<Option<Self>> {
+        let path = data_dir.join(GENERATED_FILE);
+        if !path.exists() {
+            return Ok(None);
+        }
+        restrict_to_owner(&path)?;
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("parsing {}", path.display())).map(Some)
     }
 }
 
@@ -190,6 +198,26 @@ pub fn check_settings(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The handler runtime of a configuration: its limits, and, given the
+/// secret, the compiled-component cache in `handlers.cache_dir` keyed by it.
+/// The server and the CLI's `handler inspect`/`test` both build it here, so
+/// a component compiled by one is loaded from the cache by the other.
+pub fn handler_runtime(config: &Config, secret: Option<&str>) -> anyhow::Result<Arc<Runtime>> {
+    let cache = secret.map(|secret| CacheConfig::new(config.handler_cache_dir(), secret));
+    Runtime::new(RuntimeLimits::from_config(&config.handlers), cache, config.handlers.pooling)
+        .map_err(|e| anyhow::anyhow!("starting the handler runtime: {e}"))
+}
+
+/// The secret `serve` would use with this configuration, without making
+/// one: `encryption.secret`, else the one a server generated in
+/// `<data_dir>/generated.toml`; `None` before either exists.
+pub fn existing_secret(config: &Config) -> anyhow::Result<Option<String>> {
+    if let Some(secret) = &config.encryption.secret {
+        return Ok(Some(secret.clone()));
+    }
+    Ok(Generated::load(&config.data_dir)?.map(|generated| generated.encryption_secret))
+}
+
 /// Longest the start-up check of the store's conditional writes may take.
 const FENCE_CHECK_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -252,9 +280,7 @@ pub async fn build_state(config: &Config) -> anyhow::Result<AppState> {
             config.storage_url()
         );
     }
-    let cache = CacheConfig::new(config.handler_cache_dir(), secret);
-    let runtime = Runtime::new(RuntimeLimits::from_config(&config.handlers), Some(cache), config.handlers.pooling)
-        .map_err(|e| anyhow::anyhow!("starting the handler runtime: {e}"))?;
+    let runtime = handler_runtime(config, Some(secret))?;
     // `oci://` types are cached beside the compiled components; a reload
     // re-reads the configuration file for their sources.
     let handlers_config = HandlersConfig { cache_dir: Some(config.handler_cache_dir()), ..config.handlers.clone() };

@@ -73,12 +73,13 @@ impl ComponentCache {
     }
 
     /// The compiled component for `wasm` (whose SHA-256 is `sha256`),
-    /// loaded from the cache if its entry is authentic, else compiled and
-    /// stored. Blocking: call from a blocking thread.
-    pub fn load_or_compile(&self, engine: &Engine, wasm: &[u8], sha256: &str) -> wasmtime::Result<Component> {
+    /// loaded from the cache if its entry is authentic (`true`: a cache
+    /// hit), else compiled and stored (`false`). Blocking: call from a
+    /// blocking thread.
+    pub fn load_or_compile(&self, engine: &Engine, wasm: &[u8], sha256: &str) -> wasmtime::Result<(Component, bool)> {
         let path = self.dir.join(format!("{sha256}.cwasm"));
         match self.load(engine, &path, sha256) {
-            Ok(Some(component)) => return Ok(component),
+            Ok(Some(component)) => return Ok((component, true)),
             Ok(None) => {}
             Err(reason) => tracing::warn!(path = %path.display(), %reason, "ignoring a cached component; recompiling"),
         }
@@ -86,7 +87,7 @@ impl ComponentCache {
         if let Err(error) = self.store(&path, sha256, &component) {
             tracing::warn!(path = %path.display(), %error, "could not cache compiled component");
         }
-        Ok(component)
+        Ok((component, false))
     }
 
     /// `Ok(None)` when there is no entry; `Err` with the reason when there is

@@ -51,6 +51,11 @@ impl Handler {
         self.inner.has_check()
     }
 
+    /// Whether its compiled code came from the disk cache.
+    pub fn from_cache(&self) -> bool {
+        self.inner.from_cache()
+    }
+
     /// With `strict`, warnings count as problems.
     pub fn is_strict(&self) -> bool {
         self.strict

@@ -109,6 +109,8 @@ pub struct LoadedComponent {
     pub(super) source: HandlerSource,
     pub(super) sha256: String,
     pub(super) label: String,
+    /// Whether the compiled code came from the disk cache.
+    from_cache: bool,
 }
 
 impl LoadedComponent {
@@ -128,6 +130,12 @@ impl LoadedComponent {
     /// `<type>@<version>`, the name used in error messages.
     pub fn label(&self) -> &str {
         &self.label
+    }
+
+    /// Whether its compiled code was loaded from the disk cache (`false`:
+    /// compiled by this load, and cached when the runtime has a cache).
+    pub fn from_cache(&self) -> bool {
+        self.from_cache
     }
 
     /// Whether a commit costs one call (`check`, WIT 1.2) rather than two.
@@ -180,19 +188,25 @@ impl Runtime {
         self.pooling
     }
 
+    /// Where compiled components are cached (this engine's subdirectory),
+    /// when the runtime has a cache.
+    pub fn cache_dir(&self) -> Option<&std::path::Path> {
+        self.cache.as_ref().map(ComponentCache::dir)
+    }
+
     /// Compiles (or loads from the disk cache) a component, checks it
     /// implements the handler world, and asks it to describe itself.
     pub async fn load(&self, wasm: Vec<u8>, source: HandlerSource) -> Result<LoadedComponent, LoadError> {
         check_component_header(&wasm)?;
         let sha256 = sha256_hex(&wasm);
-        let component = {
+        let (component, from_cache) = {
             let engine = self.engine.clone();
             let cache = self.cache.clone();
             let sha256 = sha256.clone();
             // Compilation is CPU-heavy: keep it off the async workers.
             tokio::task::spawn_blocking(move || match cache {
                 Some(cache) => cache.load_or_compile(&engine, &wasm, &sha256),
-                None => Component::new(&engine, &wasm),
+                None => Component::new(&engine, &wasm).map(|component| (component, false)),
             })
             .await
             .map_err(|e| LoadError::Compile(e.to_string()))?
@@ -216,6 +230,7 @@ impl Runtime {
             label: format!("{source}"),
             source,
             sha256,
+            from_cache,
         };
         let (mut call, instance, exports) =
             self.start(&loaded, Arc::new(InMemoryFiles::new()), "describe").await.map_err(LoadError::Describe)?;
@@ -608,6 +623,14 @@ fn default_keep_resident_kib() -> u64 {
 /// resident whenever memory is.
 const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
+/// Core module instances one call may need. A Rust guest instantiates 3;
+/// a CPython guest built by componentize-py 14 (the interpreter, libc, the
+/// WASI adapter, the runtime and their shims). The pool's bound is a count
+/// (each instance's metadata is allocated as it starts), so headroom costs
+/// nothing until used, and too little refuses calls once a few run at once.
+/// Guarded by `blackbox::python_handler::as_many_python_checks_run_at_once_as_the_host_allows`.
+const CORE_INSTANCES_PER_CALL: u32 = 16;
+
 fn engine_config(limits: &RuntimeLimits, pooling: bool) -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
@@ -615,7 +638,7 @@ fn engine_config(limits: &RuntimeLimits, pooling: bool) -> Config {
         let calls = limits.max_concurrent_calls;
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(calls)
-            .total_core_instances(calls * 4)
+            .total_core_instances(calls * CORE_INSTANCES_PER_CALL)
             .total_memories(calls * 2)
             .total_tables(calls * 4)
             .total_stacks(calls)

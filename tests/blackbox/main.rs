@@ -25,6 +25,7 @@ mod partition;
 mod partitions;
 mod publication;
 mod quotas;
+mod python_handler;
 #[path = "../random_bytes.rs"]
 mod random_bytes;
 mod redis_shapes;
