@@ -14,6 +14,7 @@ mod dial_sdk;
 mod example_apps;
 mod example_handler;
 mod feed;
+mod js_handler;
 mod handler_reload;
 mod limits;
 mod metrics;
