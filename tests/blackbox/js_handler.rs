@@ -193,9 +193,9 @@ async fn the_javascript_openapi_tool_example_serves_its_type() {
     assert_eq!(delete.status, 400, "{}", delete.body);
     assert!(delete.body.contains("openapi.json cannot be deleted"), "{}", delete.body);
     assert_eq!(f.get(&f.url("pets")).await.etag(), etag, "the tool is unchanged");
-    let readme = f.client.put_body(&f.url("pets/files/README.md"), &owner, b"# Pets, v2\n").await;
+    let readme = f.client.put_files(&f.url("pets/files/README.md"), &owner, &[("README.md", b"# Pets, v2\n")]).await;
     assert_eq!(readme.status, 200, "{}", readme.body);
-    let spec = f.client.put_body(&f.url("pets/files/openapi.json"), &owner, BROKEN.as_bytes()).await;
+    let spec = f.client.put_files(&f.url("pets/files/openapi.json"), &owner, &[("openapi.json", BROKEN.as_bytes())]).await;
     assert_eq!(spec.status, 400, "{}", spec.body);
     assert!(spec.body.contains("has no operationId"), "{}", spec.body);
     let stored = f.get(&f.url("pets/files/openapi.json")).await;
@@ -235,7 +235,7 @@ async fn a_misbehaving_javascript_handler_is_cut_by_the_limits_and_the_host_serv
     assert_eq!(value.status, 500, "{}", value.body);
     assert!(value.body.contains("crashed: check threw string a plain string thrown on purpose"), "{}", value.body);
     // The same from `validateFileMutation`, whose error is one problem.
-    let mutation = f.client.put_body(&f.url("before/files/throw"), &[("Api-Key", OWNER)], b"x").await;
+    let mutation = f.client.put_files(&f.url("before/files/throw"), &[("Api-Key", OWNER)], &[("throw", b"x")]).await;
     assert_eq!(mutation.status, 500, "{}", mutation.body);
     assert!(mutation.body.contains("crashed: validateFileMutation threw Error: refusing to put throw by throwing"), "{}", mutation.body);
     fine("after-throw").await;
