@@ -141,7 +141,12 @@ fn load(rt: &tokio::runtime::Runtime, wasm: &[u8], source: HandlerSource) -> Mea
     cached.sort();
     let handler = Handler::new(kept.pop().unwrap(), warm, &HandlersConfig::default());
     std::mem::forget(kept); // stay loaded, as idle types in a registry do
-    Measured { cold, cached: cached[IDLE_COPIES / 2], idle_kib: after.saturating_sub(before) / IDLE_COPIES as u64, handler }
+    Measured {
+        cold,
+        cached: cached[IDLE_COPIES / 2],
+        idle_kib: after.saturating_sub(before) / IDLE_COPIES as u64,
+        handler,
+    }
 }
 
 async fn commit(handler: &Handler, resource: &ResourceInfo, entries: &[FileEntry], source: &Arc<dyn FileSource>) {
@@ -176,7 +181,9 @@ fn main() {
 
     println!("| component | size | load, cold (compile) | load from the compiled cache | RSS per idle loaded type |");
     println!("|---|---|---|---|---|");
-    for (name, size, m) in [("Rust skill handler", BUILTIN_SKILL_HANDLER.len(), &skill), ("JavaScript openapi-tool", js.len(), &tool)] {
+    for (name, size, m) in
+        [("Rust skill handler", BUILTIN_SKILL_HANDLER.len(), &skill), ("JavaScript openapi-tool", js.len(), &tool)]
+    {
         println!(
             "| {name} | {:.2} MiB | {} | {} | {:.1} MiB |",
             size as f64 / (1 << 20) as f64,
@@ -205,7 +212,9 @@ fn main() {
         black_box(native::SkillHandler::check(&native_resource, &mut native_files).unwrap());
     });
 
-    println!("| case | input | time per call | memory per call (peak RSS growth) | ratio to native skill `check` | ratio to wasm skill `check` |");
+    println!(
+        "| case | input | time per call | memory per call (peak RSS growth) | ratio to native skill `check` | ratio to wasm skill `check` |"
+    );
     println!("|---|---|---|---|---|---|");
     println!("| native skill `check` (baseline) | 2 KiB SKILL.md | {} | – | 1.00× | – |", micros(native));
     let skill_entries = skill_files.entries();
@@ -238,9 +247,13 @@ fn main() {
             Some(memory),
         );
     }
-    for (name, handler, path) in [("Rust skill", &skill.handler, "scripts/a.py"), ("JavaScript openapi-tool", &tool.handler, "README.md")] {
+    for (name, handler, path) in
+        [("Rust skill", &skill.handler, "scripts/a.py"), ("JavaScript openapi-tool", &tool.handler, "README.md")]
+    {
         let fixed = measure(|| {
-            rt.block_on(async { black_box(handler.validate_file_mutation(path, Mutation::Put).await.unwrap()).unwrap() })
+            rt.block_on(async {
+                black_box(handler.validate_file_mutation(path, Mutation::Put).await.unwrap()).unwrap()
+            })
         });
         row(&format!("{name} `validate-file-mutation` (the fixed cost of a call)"), "–", fixed, None);
     }

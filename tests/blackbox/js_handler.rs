@@ -181,7 +181,11 @@ async fn the_javascript_openapi_tool_example_serves_its_type() {
     let swagger = br#"{"swagger": "2.0", "info": {"title": "Old"}, "paths": {}}"#;
     let old = f.put("old", &[("openapi.json", swagger)]).await;
     assert_eq!(old.status, 400, "{}", old.body);
-    assert!(old.body.contains("#/openapi is missing") && old.body.contains("#/info/version is missing"), "{}", old.body);
+    assert!(
+        old.body.contains("#/openapi is missing") && old.body.contains("#/info/version is missing"),
+        "{}",
+        old.body
+    );
     let nested = f.put("nested", &[("pets/openapi.json", PETS.as_bytes())]).await;
     assert_eq!(nested.status, 400, "{}", nested.body);
     assert!(nested.body.contains("found pets/openapi.json"), "{}", nested.body);
@@ -195,7 +199,8 @@ async fn the_javascript_openapi_tool_example_serves_its_type() {
     assert_eq!(f.get(&f.url("pets")).await.etag(), etag, "the tool is unchanged");
     let readme = f.client.put_files(&f.url("pets/files/README.md"), &owner, &[("README.md", b"# Pets, v2\n")]).await;
     assert_eq!(readme.status, 200, "{}", readme.body);
-    let spec = f.client.put_files(&f.url("pets/files/openapi.json"), &owner, &[("openapi.json", BROKEN.as_bytes())]).await;
+    let spec =
+        f.client.put_files(&f.url("pets/files/openapi.json"), &owner, &[("openapi.json", BROKEN.as_bytes())]).await;
     assert_eq!(spec.status, 400, "{}", spec.body);
     assert!(spec.body.contains("has no operationId"), "{}", spec.body);
     let stored = f.get(&f.url("pets/files/openapi.json")).await;
@@ -237,7 +242,11 @@ async fn a_misbehaving_javascript_handler_is_cut_by_the_limits_and_the_host_serv
     // The same from `validateFileMutation`, whose error is one problem.
     let mutation = f.client.put_files(&f.url("before/files/throw"), &[("Api-Key", OWNER)], &[("throw", b"x")]).await;
     assert_eq!(mutation.status, 500, "{}", mutation.body);
-    assert!(mutation.body.contains("crashed: validateFileMutation threw Error: refusing to put throw by throwing"), "{}", mutation.body);
+    assert!(
+        mutation.body.contains("crashed: validateFileMutation threw Error: refusing to put throw by throwing"),
+        "{}",
+        mutation.body
+    );
     fine("after-throw").await;
 
     // Every failure was logged against the handler.
@@ -267,7 +276,8 @@ fn dial_host_handler_test_and_inspect_run_the_javascript_example() {
 
     let (code, stdout, stderr) = inspect;
     assert_eq!(code, Some(0), "{stdout}{stderr}");
-    for expected in ["dial:handler@1.x — implemented", "type:    openapi-tool", "group:   tools (routes /v2/tools/…)"] {
+    for expected in ["dial:handler@1.x — implemented", "type:    openapi-tool", "group:   tools (routes /v2/tools/…)"]
+    {
         assert!(stdout.contains(expected), "expected {expected:?} in {stdout}");
     }
     let (code, stdout, stderr) = passed;
