@@ -274,7 +274,7 @@ impl Runtime {
             exports.call_validate(&mut call.store, &resource, &entries),
         )
         .await;
-        let outcome = call.finish(&component.label, &self.limits, result)?;
+        let outcome = call.finish_verdict(&component.label, &self.limits, result)?;
         Ok(outcome.map(problems).map_err(problems))
     }
 
@@ -293,7 +293,7 @@ impl Runtime {
             exports.call_build_marker_metadata(&mut call.store, &resource, &entries),
         )
         .await;
-        let outcome = call.finish(&component.label, &self.limits, result)?;
+        let outcome = call.finish_verdict(&component.label, &self.limits, result)?;
         Ok(outcome.map_err(problems))
     }
 
@@ -341,7 +341,7 @@ impl Runtime {
             Ok(outcome)
         })
         .await;
-        let outcome = call.finish(&component.label, &self.limits, result)?;
+        let outcome = call.finish_verdict(&component.label, &self.limits, result)?;
         Ok(outcome.map(|(warnings, metadata)| (problems(warnings), metadata)).map_err(problems))
     }
 
@@ -403,6 +403,35 @@ impl Call {
         outcome
     }
 
+    /// The outcome of a call that returns a verdict: as [`Self::finish`], and
+    /// a rejection naming no problem is a handler bug (500 with the guest's
+    /// stderr), not a 400 with an empty reason. A JavaScript handler's thrown
+    /// `Error` arrives this way: componentize-js lowers it as the `err` list.
+    fn finish_verdict<T>(
+        self,
+        label: &str,
+        limits: &RuntimeLimits,
+        result: Result<wasmtime::Result<Result<T, Vec<bindings::Problem>>>, Elapsed>,
+    ) -> Result<Result<T, Vec<bindings::Problem>>, HandlerError> {
+        let outcome = self.classify(label, limits, result, |detail| HandlerErrorKind::Trapped { detail });
+        let outcome = outcome.and_then(|verdict| match verdict {
+            Err(problems) if problems.is_empty() => {
+                let state = self.store.data();
+                let kind = if state.memory_exceeded {
+                    // An interpreter may catch its own out-of-memory and give up.
+                    HandlerErrorKind::MemoryLimit { limit_mib: limits.memory_limit_bytes >> 20 }
+                } else {
+                    HandlerErrorKind::Trapped { detail: empty_rejection_detail(&state.stderr) }
+                };
+                tracing::warn!(handler = label, error = %kind, "handler call failed");
+                Err(HandlerError { handler: label.into(), kind })
+            }
+            verdict => Ok(verdict),
+        });
+        self.record(label, outcome.as_ref().err().map(|error| &error.kind));
+        outcome
+    }
+
     /// The call's metrics: `ok`, or the kind of failure.
     fn record(&self, label: &str, failure: Option<&HandlerErrorKind>) {
         let outcome = match failure {
@@ -458,7 +487,22 @@ fn check_func<'a>(
 fn trap_detail(error: &wasmtime::Error, stderr: &MemoryOutputPipe) -> String {
     let printed = String::from_utf8_lossy(&stderr.contents()).trim().to_string();
     let trap = error.downcast_ref::<Trap>().map(ToString::to_string).unwrap_or_else(|| format!("{error}"));
-    let mut detail = if printed.is_empty() { trap } else { format!("{printed} ({trap})") };
+    capped(if printed.is_empty() { trap } else { format!("{printed} ({trap})") })
+}
+
+/// What the guest printed before rejecting a resource with no problem.
+fn empty_rejection_detail(stderr: &MemoryOutputPipe) -> String {
+    const WHAT: &str = "it rejected the resource without naming a problem";
+    let printed = String::from_utf8_lossy(&stderr.contents()).trim().to_string();
+    capped(if printed.is_empty() {
+        format!("{WHAT} (a JavaScript handler does this when it throws an Error instead of a list of problems)")
+    } else {
+        format!("{printed} ({WHAT})")
+    })
+}
+
+/// A detail cut to 1000 bytes: a guest's stderr can hold 64 KiB.
+fn capped(mut detail: String) -> String {
     if detail.len() > 1000 {
         let mut cut = 1000;
         while !detail.is_char_boundary(cut) {

@@ -15,6 +15,7 @@ mod example_apps;
 mod example_handler;
 mod feed;
 mod handler_reload;
+mod js_handler;
 mod limits;
 mod metrics;
 mod oci_handlers;
