@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::error::Elapsed;
-use wasmtime::component::{Component, ComponentExportIndex, HasSelf, Instance, InstancePre, Linker, ResourceTable};
+use wasmtime::component::{
+    Component, ComponentExportIndex, HasData, HasSelf, Instance, InstancePre, Linker, ResourceTable,
+};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store, Trap, UpdateDeadline,
 };
@@ -173,6 +175,11 @@ impl Runtime {
         // Rust guests import WASI (stdio, env, exit) through std; the context
         // below grants none of it beyond what start-up needs.
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        // std's `HashMap` asks for its seed once per fresh instance: answered
+        // without building the WASI context (see `FixedSeed`).
+        linker.allow_shadowing(true);
+        wasmtime_wasi::p2::bindings::random::insecure_seed::add_to_linker::<_, FixedSeed>(&mut linker, |_| FixedSeed)?;
+        linker.allow_shadowing(false);
         bindings::HandlerCore::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
 
         let cache = cache.map(|config| ComponentCache::new(config, &engine));
@@ -232,8 +239,12 @@ impl Runtime {
             sha256,
             from_cache,
         };
-        let (mut call, instance, exports) =
-            self.start(&loaded, Arc::new(InMemoryFiles::new()), "describe").await.map_err(LoadError::Describe)?;
+        let (mut call, (instance, exports)) = self
+            .start(&loaded, Arc::new(InMemoryFiles::new()), "describe", |store, instance| {
+                Ok((*instance, loaded.exports.load(store, instance)?))
+            })
+            .await
+            .map_err(LoadError::Describe)?;
         if let Some(check) = &loaded.check {
             check_func(&instance, &mut call.store, check).map_err(|e| {
                 LoadError::NotAHandler(format!(
@@ -268,7 +279,7 @@ impl Runtime {
     ) -> Result<Result<Vec<Problem>, Vec<Problem>>, HandlerError> {
         let resource = resource.into();
         let entries: Vec<_> = entries.iter().map(Into::into).collect();
-        let (mut call, _, exports) = self.start(component, files, "validate").await?;
+        let (mut call, exports) = self.start(component, files, "validate", core_exports(component)).await?;
         let result = tokio::time::timeout(
             self.limits.wall_deadline,
             exports.call_validate(&mut call.store, &resource, &entries),
@@ -287,7 +298,7 @@ impl Runtime {
     ) -> Result<Result<Vec<(String, String)>, Vec<Problem>>, HandlerError> {
         let resource = resource.into();
         let entries: Vec<_> = entries.iter().map(Into::into).collect();
-        let (mut call, _, exports) = self.start(component, files, "metadata").await?;
+        let (mut call, exports) = self.start(component, files, "metadata", core_exports(component)).await?;
         let result = tokio::time::timeout(
             self.limits.wall_deadline,
             exports.call_build_marker_metadata(&mut call.store, &resource, &entries),
@@ -303,7 +314,8 @@ impl Runtime {
         path: &str,
         op: Mutation,
     ) -> Result<Result<(), Problem>, HandlerError> {
-        let (mut call, _, exports) = self.start(component, Arc::new(InMemoryFiles::new()), "mutation").await?;
+        let (mut call, exports) =
+            self.start(component, Arc::new(InMemoryFiles::new()), "mutation", core_exports(component)).await?;
         let result = tokio::time::timeout(
             self.limits.wall_deadline,
             exports.call_validate_file_mutation(&mut call.store, path, op.into()),
@@ -334,9 +346,10 @@ impl Runtime {
         };
         let resource: bindings::ResourceInfo = resource.into();
         let entries: Vec<bindings::FileEntry> = entries.iter().map(Into::into).collect();
-        let (mut call, instance, _) = self.start(component, files, "check").await?;
+        // Only `check` is looked up (and type-checked) in the instance.
+        let (mut call, func) =
+            self.start(component, files, "check", |store, instance| check_func(instance, store, check)).await?;
         let result = tokio::time::timeout(self.limits.wall_deadline, async {
-            let func = check_func(&instance, &mut call.store, check)?;
             let (outcome,) = func.call_async(&mut call.store, (&resource, &entries)).await?;
             Ok(outcome)
         })
@@ -345,13 +358,15 @@ impl Runtime {
         Ok(outcome.map(|(warnings, metadata)| (problems(warnings), metadata)).map_err(problems))
     }
 
-    /// A fresh store and instance for one call of the export `name`.
-    async fn start(
+    /// A fresh store and instance for one call of the export `name`, and
+    /// what `load` takes from the instance (the export to call).
+    async fn start<E>(
         &self,
         component: &LoadedComponent,
         files: Arc<dyn FileSource>,
         name: &'static str,
-    ) -> Result<(Call, Instance, HandlerCore), HandlerError> {
+        load: impl FnOnce(&mut Store<CallState>, &Instance) -> wasmtime::Result<E>,
+    ) -> Result<(Call, E), HandlerError> {
         let permit = self.permits.clone().acquire_owned().await.expect("the call semaphore is never closed");
         let started = Instant::now();
         let mut store = Store::new(&self.engine, CallState::new(files, &self.limits, component.label.clone()));
@@ -369,15 +384,14 @@ impl Runtime {
         store.set_epoch_deadline(1);
         let result = tokio::time::timeout(self.limits.wall_deadline, async {
             let instance = component.pre.instantiate_async(&mut store).await?;
-            let exports = component.exports.load(&mut store, &instance)?;
-            Ok((instance, exports))
+            load(&mut store, &instance)
         })
         .await;
         let call = Call { store, _permit: permit, name, started };
-        let (instance, exports) = call
+        let exports = call
             .classify(&component.label, &self.limits, result, |detail| HandlerErrorKind::Instantiate { detail })
             .inspect_err(|error| call.record(&component.label, Some(&error.kind)))?;
-        Ok((call, instance, exports))
+        Ok((call, exports))
     }
 }
 
@@ -474,6 +488,14 @@ impl Call {
     }
 }
 
+/// The 1.x exports of an instance, each type-checked (`describe`,
+/// `validate`, `build-marker-metadata`, `validate-file-mutation`).
+fn core_exports(
+    component: &LoadedComponent,
+) -> impl FnOnce(&mut Store<CallState>, &Instance) -> wasmtime::Result<HandlerCore> + '_ {
+    |store, instance| component.exports.load(store, instance)
+}
+
 /// The `check` export of an instance, typed (which also checks its type).
 fn check_func<'a>(
     instance: &Instance,
@@ -516,7 +538,9 @@ fn capped(mut detail: String) -> String {
 
 /// Everything one call's store holds.
 pub(super) struct CallState {
-    wasi: WasiCtx,
+    /// Built at the guest's first WASI call (most calls make none): building
+    /// one seeds several random generators and boxes every stream and clock.
+    wasi: Option<WasiCtx>,
     table: ResourceTable,
     files: Arc<dyn FileSource>,
     read_budget: u64,
@@ -533,22 +557,8 @@ pub(super) struct CallState {
 
 impl CallState {
     fn new(files: Arc<dyn FileSource>, limits: &RuntimeLimits, label: String) -> Self {
-        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
-        let wasi = WasiCtx::builder()
-            .stderr(stderr.clone())
-            // No network, no real clock, no real randomness: a handler's
-            // verdict depends on its input only.
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .wall_clock(FrozenClock)
-            .monotonic_clock(FrozenClock)
-            .secure_random(wasmtime_wasi::Deterministic::new(vec![0x5a; 32]))
-            .insecure_random(wasmtime_wasi::Deterministic::new(vec![0xa5; 32]))
-            .insecure_random_seed(0)
-            .build();
         Self {
-            wasi,
+            wasi: None,
             table: ResourceTable::new(),
             files,
             read_budget: limits.read_budget_bytes,
@@ -557,16 +567,53 @@ impl CallState {
             memory_exceeded: false,
             cpu_ticks_left: limits.cpu_ticks(),
             cpu_exhausted: false,
-            stderr,
+            stderr: MemoryOutputPipe::new(STDERR_CAPACITY),
             label,
             log_lines_left: MAX_LOG_LINES,
         }
     }
 }
 
+/// The WASI context every call gets: the same for all, so building it late
+/// changes nothing a guest can see.
+fn wasi_ctx(stderr: &MemoryOutputPipe) -> WasiCtx {
+    WasiCtx::builder()
+        .stderr(stderr.clone())
+        // No network, no real clock, no real randomness: a handler's
+        // verdict depends on its input only.
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .wall_clock(FrozenClock)
+        .monotonic_clock(FrozenClock)
+        .secure_random(wasmtime_wasi::Deterministic::new(vec![0x5a; 32]))
+        .insecure_random(wasmtime_wasi::Deterministic::new(vec![0xa5; 32]))
+        .insecure_random_seed(INSECURE_SEED)
+        .build()
+}
+
+/// What `wasi:random/insecure-seed` answers, from the context or [`FixedSeed`].
+const INSECURE_SEED: u128 = 0;
+
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        let stderr = &self.stderr;
+        let ctx = self.wasi.get_or_insert_with(|| wasi_ctx(stderr));
+        WasiCtxView { ctx, table: &mut self.table }
+    }
+}
+
+/// `wasi:random/insecure-seed` without the WASI context: the context's own
+/// constant seed.
+struct FixedSeed;
+
+impl HasData for FixedSeed {
+    type Data<'a> = FixedSeed;
+}
+
+impl wasmtime_wasi::p2::bindings::random::insecure_seed::Host for FixedSeed {
+    fn insecure_seed(&mut self) -> wasmtime::Result<(u64, u64)> {
+        Ok((INSECURE_SEED as u64, (INSECURE_SEED >> 64) as u64))
     }
 }
 

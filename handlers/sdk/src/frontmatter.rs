@@ -20,7 +20,7 @@
 //! Every `Err(String)` is a full sentence meant for the person who wrote the
 //! file, naming it and the line.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, ScanError, TScalarStyle};
@@ -317,7 +317,9 @@ impl TreeBuilder<'_, '_> {
     fn mapping(&mut self, depth: usize) -> Result<Node, String> {
         let file = self.config.file;
         let mut entries = Vec::new();
-        let mut first_lines: HashMap<String, usize> = HashMap::new();
+        // A BTreeMap, not a HashMap: no random hash keys to ask the host for
+        // in every fresh instance, and no SipHash.
+        let mut first_lines: BTreeMap<String, usize> = BTreeMap::new();
         loop {
             let (key, key_mark) = match self.next()? {
                 (Event::MappingEnd, _) => return Ok(Node::Mapping(entries)),

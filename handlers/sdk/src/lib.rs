@@ -54,6 +54,7 @@
 //! Version: the component targets `dial:handler@1.2.0` (it imports `log`
 //! and exports `check`), so it loads on any 1.2+ host of the 1.x line.
 
+pub mod arena;
 mod files;
 #[cfg(feature = "frontmatter")]
 pub mod frontmatter;

@@ -12,3 +12,9 @@ pub use dial_handler_sdk as sdk;
 pub use rules::{DISPLAY_NAME, GROUP, MAX_SKILL_FILE_BYTES, SKILL_FILE, SkillHandler, TYPE_NAME};
 
 dial_handler_sdk::export_handler!(SkillHandler);
+
+/// The component's heap: a 1 MiB bump arena in its initial memory, then the
+/// system allocator (see [`dial_handler_sdk::arena`]).
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOCATOR: dial_handler_sdk::arena::CallArena<{ 1 << 20 }> = dial_handler_sdk::arena::CallArena::new();
