@@ -3,7 +3,9 @@
 //! - [`handler`]: [`Handler`], what the engine calls.
 //! - [`types`]: the plain types a call takes and gives.
 //! - [`runtime`]: the wasmtime engine, the sandbox (CPU deadline, memory cap,
-//!   read budget, fresh instance per call) and the calls into a component.
+//!   read budget, fresh instance per call) and the calls into a component
+//!   (`runtime/call_state.rs`: what one call's store holds and the host side
+//!   of its imports).
 //! - [`cache`]: compiled components kept on disk between starts.
 //! - [`registry`]: which handler serves which URL group; loads the built-in
 //!   skill handler and every `*.wasm` in `handlers.dir`.

@@ -25,8 +25,8 @@ mod outage;
 mod partition;
 mod partitions;
 mod publication;
-mod quotas;
 mod python_handler;
+mod quotas;
 #[path = "../random_bytes.rs"]
 mod random_bytes;
 mod redis_shapes;
