@@ -560,4 +560,33 @@ mod tests {
         assert!(check_layer(&descriptor, wasm).is_ok());
         assert!(check_layer(&descriptor, b"\0asn").unwrap_err().contains("layer digest mismatch"));
     }
+
+    #[tokio::test]
+    async fn a_cached_copy_serves_without_the_registry_and_a_damaged_one_is_dropped() {
+        let dir = std::env::temp_dir().join(format!("dial-oci-cache-test-{}", std::process::id()));
+        let wasm = b"\0asm\x0d\0\x01\0".to_vec();
+        let manifest = format!(
+            r#"{{"schemaVersion":2,"config":{{"mediaType":"{CONFIG_MEDIA_TYPE}","digest":"sha256:{HEX}","size":2}},"layers":[{{"mediaType":"application/wasm","digest":"sha256:{}","size":{}}}]}}"#,
+            sha256_hex(&wasm),
+            wasm.len()
+        );
+        // Port 1 on loopback: nothing listens, every pull is refused at once.
+        let reference = OciReference {
+            registry: "127.0.0.1:1".into(),
+            repository: "p".into(),
+            hex: sha256_hex(manifest.as_bytes()),
+        };
+        let settings =
+            PullSettings { timeout: Duration::from_secs(5), max_bytes: 1 << 20, insecure_registries: vec![] };
+        let store = OciStore::new(Some(dir.clone()), settings);
+        store.write_cached(&reference, manifest.as_bytes(), &wasm).await.unwrap();
+        assert_eq!(store.fetch(&reference).await.unwrap(), (wasm.clone(), Fetched::Cache));
+
+        let cached = store.cached_path(&reference).unwrap();
+        std::fs::write(&cached, b"\0asm\x0d\0\x01\x01").unwrap();
+        let error = store.fetch(&reference).await.unwrap_err();
+        assert!(matches!(error, PullError::Unreachable { .. }), "{error}");
+        assert!(!cached.exists(), "a copy that fails its check is removed");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
