@@ -25,6 +25,7 @@ use wasmtime::component::{Component, ComponentExportIndex, HasSelf, Instance, In
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
+pub use self::call_state::MAX_READ_CHUNK;
 use self::call_state::{CallState, FixedSeed};
 use super::bindings::{self, CheckFunc, HandlerCore, HandlerCoreIndices};
 use super::cache::{CacheConfig, ComponentCache};
@@ -37,8 +38,6 @@ use super::types::{
 /// How often the epoch advances: the granularity of the CPU deadline and of
 /// a running guest's yields to the async runtime.
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
-/// Largest single `files.read` the host serves.
-pub const MAX_READ_CHUNK: u32 = 1 << 20;
 
 /// The sandbox limits every call runs under.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -360,7 +359,16 @@ impl Runtime {
     ) -> Result<(Call, E), HandlerError> {
         let permit = self.permits.clone().acquire_owned().await.expect("the call semaphore is never closed");
         let started = Instant::now();
-        let mut store = Store::new(&self.engine, CallState::new(files, &self.limits, component.label.clone()));
+        let mut store = Store::new(
+            &self.engine,
+            CallState::new(
+                files,
+                self.limits.read_budget_bytes,
+                self.limits.memory_limit_bytes,
+                self.limits.cpu_ticks(),
+                component.label.clone(),
+            ),
+        );
         store.limiter(|state| state);
         store.epoch_deadline_callback(|mut context| {
             let state = context.data_mut();

@@ -12,10 +12,11 @@ use wasmtime::component::{HasData, ResourceTable};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::{MAX_READ_CHUNK, RuntimeLimits};
 use crate::bindings;
 use crate::files::{FileSource, ReadError};
 
+/// Largest single `files.read` the host serves.
+pub const MAX_READ_CHUNK: u32 = 1 << 20;
 /// Guest stderr kept for error messages (a panic message lands here).
 const STDERR_CAPACITY: usize = 64 << 10;
 /// Table growth allowed per instance; Rust guests need a few hundred.
@@ -44,16 +45,24 @@ pub(super) struct CallState {
 }
 
 impl CallState {
-    pub(super) fn new(files: Arc<dyn FileSource>, limits: &RuntimeLimits, label: String) -> Self {
+    /// A call's state: it may read `read_budget` bytes, grow its memory to
+    /// `memory_limit` bytes and run for `cpu_ticks` epoch ticks.
+    pub(super) fn new(
+        files: Arc<dyn FileSource>,
+        read_budget: u64,
+        memory_limit: u64,
+        cpu_ticks: u64,
+        label: String,
+    ) -> Self {
         Self {
             wasi: None,
             table: ResourceTable::new(),
             files,
-            read_budget: limits.read_budget_bytes,
-            read_remaining: limits.read_budget_bytes,
-            memory_limit: usize::try_from(limits.memory_limit_bytes).unwrap_or(usize::MAX),
+            read_budget,
+            read_remaining: read_budget,
+            memory_limit: usize::try_from(memory_limit).unwrap_or(usize::MAX),
             memory_exceeded: false,
-            cpu_ticks_left: limits.cpu_ticks(),
+            cpu_ticks_left: cpu_ticks,
             cpu_exhausted: false,
             stderr: MemoryOutputPipe::new(STDERR_CAPACITY),
             label,
