@@ -51,26 +51,53 @@ fn skill_files(extra_files: usize) -> InMemoryFiles {
 /// taking the CPU away do not count; where that file is missing, by the wall
 /// clock.
 fn measure(mut iteration: impl FnMut()) -> Duration {
+    warm_up(&mut iteration);
+    let mut per_round: Vec<Duration> = (0..ROUNDS).map(|_| round(&mut iteration)).collect();
+    per_round.sort();
+    per_round[ROUNDS / 2]
+}
+
+/// A case beside its native baseline: their rounds alternate, so both see
+/// the machine in the same state (a shared VM's speed drifts by a third
+/// within a minute, which measuring one after the other mistakes for a
+/// difference between them). Medians of each, and the median of the
+/// per-round ratios.
+fn measure_beside(mut native: impl FnMut(), mut wasm: impl FnMut()) -> (Duration, Duration, f64) {
+    warm_up(&mut native);
+    warm_up(&mut wasm);
+    let (mut natives, mut wasms, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        let (n, w) = (round(&mut native), round(&mut wasm));
+        ratios.push(w.as_secs_f64() / n.as_secs_f64());
+        natives.push(n);
+        wasms.push(w);
+    }
+    natives.sort();
+    wasms.sort();
+    ratios.sort_by(f64::total_cmp);
+    (natives[ROUNDS / 2], wasms[ROUNDS / 2], ratios[ROUNDS / 2])
+}
+
+fn warm_up(iteration: &mut impl FnMut()) {
     for _ in 0..50 {
         iteration();
     }
-    let mut per_round = Vec::with_capacity(ROUNDS);
-    for _ in 0..ROUNDS {
-        let start = Instant::now();
-        let cpu_start = thread_cpu_time();
-        let mut count = 0u32;
-        while start.elapsed() < ROUND_TIME {
-            iteration();
-            count += 1;
-        }
-        let spent = match (cpu_start, thread_cpu_time()) {
-            (Some(from), Some(to)) => to.saturating_sub(from),
-            _ => start.elapsed(),
-        };
-        per_round.push(spent / count);
+}
+
+/// One round: the mean time per iteration over [`ROUND_TIME`].
+fn round(iteration: &mut impl FnMut()) -> Duration {
+    let start = Instant::now();
+    let cpu_start = thread_cpu_time();
+    let mut count = 0u32;
+    while start.elapsed() < ROUND_TIME {
+        iteration();
+        count += 1;
     }
-    per_round.sort();
-    per_round[ROUNDS / 2]
+    let spent = match (cpu_start, thread_cpu_time()) {
+        (Some(from), Some(to)) => to.saturating_sub(from),
+        _ => start.elapsed(),
+    };
+    spent / count
 }
 
 /// Time the calling thread has run on a CPU, from Linux's schedstat.
@@ -162,14 +189,6 @@ fn latency(runtime: &tokio::runtime::Runtime) {
         let mut native_files = native_files(runtime, &files);
         let source: Arc<dyn FileSource> = Arc::new(files);
 
-        let native_check = measure(|| {
-            black_box(native::SkillHandler::check(&native_resource(), &mut native_files).unwrap());
-        });
-        let native_two = measure(|| {
-            let warnings = native::SkillHandler::validate(&native_resource(), &mut native_files).unwrap();
-            let metadata = native::SkillHandler::metadata(&native_resource(), &mut native_files).unwrap();
-            black_box((warnings, metadata));
-        });
         // The pooling allocator's reset of a slot: returned to the kernel
         // (0), or kept resident and reset in place (the default where the
         // kernel has PAGEMAP_SCAN).
@@ -178,14 +197,25 @@ fn latency(runtime: &tokio::runtime::Runtime) {
             let resident = RuntimeLimits::from_config(&config).memory_keep_resident_bytes >> 10;
             let (skills, uses_pooling) = skills(runtime, &config);
             pooling = uses_pooling;
-            let wasm_check = measure(|| runtime.block_on(commit(&skills, &entries, &source)));
-            let wasm_two = measure(|| runtime.block_on(commit_two_calls(&skills, &entries, &source)));
-            let row = |case: &str, native: Duration, wasm: Duration| {
-                let ratio = wasm.as_secs_f64() / native.as_secs_f64();
+            let check = measure_beside(
+                || {
+                    black_box(native::SkillHandler::check(&native_resource(), &mut native_files).unwrap());
+                },
+                || runtime.block_on(commit(&skills, &entries, &source)),
+            );
+            let two = measure_beside(
+                || {
+                    let warnings = native::SkillHandler::validate(&native_resource(), &mut native_files).unwrap();
+                    let metadata = native::SkillHandler::metadata(&native_resource(), &mut native_files).unwrap();
+                    black_box((warnings, metadata));
+                },
+                || runtime.block_on(commit_two_calls(&skills, &entries, &source)),
+            );
+            let row = |case: &str, (native, wasm, ratio): (Duration, Duration, f64)| {
                 println!("| {case}, {label} | {resident} KiB | {} | {} | {ratio:.2}× |", micros(native), micros(wasm));
             };
-            row("commit: `check` (WIT 1.2, one call)", native_check, wasm_check);
-            row("commit: `validate` + `build-marker-metadata` (1.1, two calls)", native_two, wasm_two);
+            row("commit: `check` (WIT 1.2, one call)", check);
+            row("commit: `validate` + `build-marker-metadata` (1.1, two calls)", two);
             if extra == 0 {
                 let trivial = measure(|| {
                     runtime.block_on(async {
@@ -201,7 +231,7 @@ fn latency(runtime: &tokio::runtime::Runtime) {
     }
     println!();
     println!(
-        "pooling allocator: {pooling}; {ROUNDS} rounds × {} ms per case; median of round means; time on CPU: {}",
+        "pooling allocator: {pooling}; {ROUNDS} rounds × {} ms per case, native and wasm rounds alternating; medians of round means, ratio = median of the per-round ratios; time on CPU: {}",
         ROUND_TIME.as_millis(),
         if thread_cpu_time().is_some() { "this thread's (schedstat)" } else { "wall clock" }
     );

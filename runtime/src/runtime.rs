@@ -100,7 +100,8 @@ pub struct LoadedComponent {
     pub(super) description: HandlerDescription,
     pub(super) source: HandlerSource,
     pub(super) sha256: String,
-    pub(super) label: String,
+    /// Shared with each call's store and metrics: no copy per call.
+    pub(super) label: Arc<str>,
     /// Whether the compiled code came from the disk cache.
     from_cache: bool,
 }
@@ -224,7 +225,7 @@ impl Runtime {
                 handler_version: String::new(),
                 limits: Default::default(),
             },
-            label: format!("{source}"),
+            label: format!("{source}").into(),
             source,
             sha256,
             from_cache,
@@ -246,7 +247,7 @@ impl Runtime {
         let description: HandlerDescription =
             call.finish(&loaded.label, &self.limits, result).map_err(LoadError::Describe)?.into();
         check_description(&description).map_err(LoadError::BadDescription)?;
-        loaded.label = format!("{}@{}", description.type_name, description.handler_version);
+        loaded.label = format!("{}@{}", description.type_name, description.handler_version).into();
         loaded.description = description;
         Ok(loaded)
     }
@@ -386,10 +387,10 @@ impl Runtime {
             load(&mut store, &instance)
         })
         .await;
-        let call = Call { store, _permit: permit, name, started };
+        let call = Call { store, _permit: permit, name, started, label: component.label.clone() };
         let exports = call
             .classify(&component.label, &self.limits, result, |detail| HandlerErrorKind::Instantiate { detail })
-            .inspect_err(|error| call.record(&component.label, Some(&error.kind)))?;
+            .inspect_err(|error| call.record(Some(&error.kind)))?;
         Ok((call, exports))
     }
 }
@@ -401,6 +402,8 @@ struct Call {
     /// The export called, and when the instance began (for the metrics).
     name: &'static str,
     started: Instant,
+    /// The handler's label, for the metrics.
+    label: Arc<str>,
 }
 
 impl Call {
@@ -412,7 +415,7 @@ impl Call {
         result: Result<wasmtime::Result<T>, Elapsed>,
     ) -> Result<T, HandlerError> {
         let outcome = self.classify(label, limits, result, |detail| HandlerErrorKind::Trapped { detail });
-        self.record(label, outcome.as_ref().err().map(|error| &error.kind));
+        self.record(outcome.as_ref().err().map(|error| &error.kind));
         outcome
     }
 
@@ -441,12 +444,12 @@ impl Call {
             }
             verdict => Ok(verdict),
         });
-        self.record(label, outcome.as_ref().err().map(|error| &error.kind));
+        self.record(outcome.as_ref().err().map(|error| &error.kind));
         outcome
     }
 
     /// The call's metrics: `ok`, or the kind of failure.
-    fn record(&self, label: &str, failure: Option<&HandlerErrorKind>) {
+    fn record(&self, failure: Option<&HandlerErrorKind>) {
         let outcome = match failure {
             None => "ok",
             Some(HandlerErrorKind::CpuLimit { .. }) => "cpu",
@@ -455,7 +458,7 @@ impl Call {
             Some(HandlerErrorKind::Trapped { .. }) => "trap",
             Some(HandlerErrorKind::Instantiate { .. }) => "start",
         };
-        super::metrics::handler_call(label, self.name, outcome, self.started.elapsed());
+        super::metrics::handler_call(&self.label, self.name, outcome, self.started.elapsed());
     }
 
     /// Turns a wasmtime outcome into the handler's result or a named error.

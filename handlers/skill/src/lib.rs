@@ -13,8 +13,11 @@ pub use rules::{DISPLAY_NAME, GROUP, MAX_SKILL_FILE_BYTES, SKILL_FILE, SkillHand
 
 dial_handler_sdk::export_handler!(SkillHandler);
 
-/// The component's heap: a 1 MiB bump arena in its initial memory, then the
-/// system allocator (see [`dial_handler_sdk::arena`]).
+/// The component's heap: a 256 KiB bump arena in its initial memory, then
+/// the system allocator (see [`dial_handler_sdk::arena`]). A typical commit
+/// allocates a few tens of KiB; a bigger region only lengthens the host's
+/// scan of the instance's memory after every call (`build.rs` keeps the
+/// stack small for the same reason).
 #[cfg(target_arch = "wasm32")]
 #[global_allocator]
-static ALLOCATOR: dial_handler_sdk::arena::CallArena<{ 1 << 20 }> = dial_handler_sdk::arena::CallArena::new();
+static ALLOCATOR: dial_handler_sdk::arena::CallArena<{ 1 << 18 }> = dial_handler_sdk::arena::CallArena::new();

@@ -40,7 +40,7 @@ pub(super) struct CallState {
     pub(super) cpu_exhausted: bool,
     pub(super) stderr: MemoryOutputPipe,
     /// `name@version` of the handler, for its log lines.
-    pub(super) label: String,
+    pub(super) label: Arc<str>,
     pub(super) log_lines_left: u32,
 }
 
@@ -52,7 +52,7 @@ impl CallState {
         read_budget: u64,
         memory_limit: u64,
         cpu_ticks: u64,
-        label: String,
+        label: Arc<str>,
     ) -> Self {
         Self {
             wasi: None,
@@ -145,7 +145,7 @@ impl bindings::dial::handler::log::Host for CallState {
             message.truncate(end);
         }
         use bindings::dial::handler::log::Level;
-        let handler = self.label.as_str();
+        let handler = &*self.label;
         match level {
             Level::Debug => tracing::debug!(target: "dial_host::handler_log", handler, "{message}"),
             Level::Info => tracing::info!(target: "dial_host::handler_log", handler, "{message}"),
