@@ -347,6 +347,11 @@ pub fn redis() -> Option<Redis> {
 fn redis_command(binary: &std::path::Path, port: u16) -> Command {
     let mut command = Command::new(binary);
     command.args(["--port", &port.to_string(), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"]);
+    // A replica still writes the snapshot its primary sends (`dump.rdb`):
+    // into a directory of its own, never the test's working directory.
+    let dir = std::env::temp_dir().join(format!("dial-host-redis-{port}"));
+    std::fs::create_dir_all(&dir).expect("a directory for redis-server");
+    command.arg("--dir").arg(dir);
     command
 }
 
