@@ -1,5 +1,6 @@
 //! The resource-dependency audit trail (SPEC "8–9 in detail"): one JSON
-//! object per grant, denial, runtime failure and admin-consent decision, on
+//! object per grant, denial, runtime failure and admin-consent decision (and
+//! per publication decision and handler reload, with the admin who made it), on
 //! the tracing target `DIAL_RESOURCE_DEPS_AUDIT`, and one line per event in
 //! `audit.file` when it is set. Events name the application, the targets,
 //! the originating user, the trace id and the source deployment — never
@@ -97,6 +98,40 @@ impl AuditEvent {
 }
 
 impl AuditEvent {
+    /// An admin approved or rejected a publication: `app` is the
+    /// publication, `targets` what it adds or removes in `public`, `reason`
+    /// the comment.
+    pub fn publication_decision(publication: &crate::publication::Publication) -> Self {
+        let approved = publication.status == crate::publication::Status::Approved;
+        Self {
+            event: if approved { "publication_approve" } else { "publication_reject" },
+            app: publication.url.clone(),
+            targets: publication.resources.iter().map(|r| r.target_url.clone()).collect(),
+            user: publication.decided_by.clone().unwrap_or_default(),
+            trace_id: None,
+            source_deployment: None,
+            outcome: if approved { "approved" } else { "rejected" }.into(),
+            reason: publication.comment.clone(),
+            timestamp: 0,
+        }
+    }
+
+    /// An admin reloaded the handlers: `targets` the groups loaded, updated
+    /// or removed (`group:change`), `reason` the files that failed.
+    pub fn handlers_reload(admin: &str, changes: Vec<String>, failures: Vec<String>) -> Self {
+        Self {
+            event: "handlers_reload",
+            app: String::new(),
+            targets: changes,
+            user: admin.to_string(),
+            trace_id: None,
+            source_deployment: None,
+            outcome: if failures.is_empty() { "reloaded" } else { "reloaded with failures" }.into(),
+            reason: (!failures.is_empty()).then(|| failures.join("; ")),
+            timestamp: 0,
+        }
+    }
+
     /// Someone who is no admin tried to read, grant or withdraw `app`'s
     /// admin consent: refused.
     pub fn admin_consent_refused(event: &'static str, app: &str, user: &str) -> Self {

@@ -32,7 +32,7 @@ pub mod types;
 pub use cache::CacheConfig;
 pub use files::{FileSource, InMemoryFiles, ReadError};
 pub use handler::Handler;
-pub use registry::{BUILTIN_SKILL_HANDLER, GUEST_WASM_DIR, HandlerRegistry, RegistryError};
+pub use registry::{BUILTIN_SKILL_HANDLER, GUEST_WASM_DIR, HandlerRegistry, RegistryError, ReloadReport};
 pub use runtime::{LoadError, Runtime, RuntimeLimits};
 pub use types::{
     Checked, FileEntry, HandlerDescription, HandlerError, HandlerErrorKind, HandlerSource, LimitOverrides, Mutation,

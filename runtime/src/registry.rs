@@ -198,6 +198,16 @@ impl HandlerRegistry {
     /// Re-reads `handlers.dir` and swaps in what loads. Components whose hash
     /// has not changed are kept as they are (no recompilation).
     pub async fn reload(&self) -> Result<ReloadReport, RegistryError> {
+        self.reload_or_preview(true).await
+    }
+
+    /// What [`Self::reload`] would do now, doing nothing: the same report
+    /// (new files are compiled, so their failures show), nothing swapped.
+    pub async fn preview_reload(&self) -> Result<ReloadReport, RegistryError> {
+        self.reload_or_preview(false).await
+    }
+
+    async fn reload_or_preview(&self, apply: bool) -> Result<ReloadReport, RegistryError> {
         let _one_at_a_time = self.reloading.lock().await;
         let before = self.snapshot();
         let by_hash: BTreeMap<(&HandlerSource, &str), &Handler> =
@@ -220,7 +230,9 @@ impl HandlerRegistry {
                     still_serving: None,
                 });
                 report.serving = before.iter().map(|(group, handler)| serving(group, handler, "unchanged")).collect();
-                *self.failed.write().expect("registry lock poisoned") = Arc::new(report.failed.clone());
+                if apply {
+                    *self.failed.write().expect("registry lock poisoned") = Arc::new(report.failed.clone());
+                }
                 return Ok(report);
             }
             Err(error) => return Err(error),
@@ -311,12 +323,15 @@ impl HandlerRegistry {
                 Some(old) if old.sha256() == handler.sha256() && old.source() == handler.source() => "unchanged",
                 Some(_) => "updated",
             };
-            if change != "unchanged" {
+            if apply && change != "unchanged" {
                 log_loaded(handler);
             }
             report.serving.push(serving(group, handler, change));
         }
         report.removed = before.keys().filter(|group| !next.contains_key(*group)).cloned().collect();
+        if !apply {
+            return Ok(report);
+        }
         for group in &report.removed {
             tracing::info!(group = %group, "handler unloaded: its file left the handlers directory");
         }

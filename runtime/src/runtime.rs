@@ -614,6 +614,7 @@ fn check_description(description: &HandlerDescription) -> Result<(), String> {
         "consent",
         "deployments",
         "publications",
+        "types",
         "v",
         "v1",
         "v2",

@@ -16,20 +16,20 @@ use crate::services::{ChromeDriver, chromedriver};
 use crate::support::{Client, JwtUser, Server, Setup, unzip};
 use crate::upstream::MockApp;
 
-const ADMIN: (&str, &str) = ("Api-Key", "console-admin-key-0001");
-const USER: (&str, &str) = ("Api-Key", "console-user-key-0001");
-const HS_SECRET: &str = "console-secret";
+pub(crate) const ADMIN: (&str, &str) = ("Api-Key", "console-admin-key-0001");
+pub(crate) const USER: (&str, &str) = ("Api-Key", "console-user-key-0001");
+pub(crate) const HS_SECRET: &str = "console-secret";
 /// How long the page may take to show what a step waits for.
-const PATIENCE: Duration = Duration::from_secs(30);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
 /// WebDriver's key codes for Tab and Enter.
 const TAB: &str = "\u{E004}";
 const ENTER: &str = "\u{E007}";
 
 /// A Chromium session at 1280×800 downloading into `downloads`.
-struct Session {
+pub(crate) struct Session {
     /// Names this test's failure screenshot.
     test: &'static str,
-    browser: Browser,
+    pub(crate) browser: Browser,
     base: String,
     downloads: PathBuf,
 }
@@ -39,7 +39,7 @@ fn screenshots_dir() -> PathBuf {
 }
 
 impl Session {
-    async fn open(
+    pub(crate) async fn open(
         test: &'static str,
         driver: &ChromeDriver,
         server: &Server,
@@ -66,25 +66,25 @@ impl Session {
         Self { test, browser, base: server.url.clone(), downloads: downloads.to_path_buf() }
     }
 
-    async fn goto(&self, fragment: &str) {
+    pub(crate) async fn goto(&self, fragment: &str) {
         self.browser.goto(&format!("{}/admin{fragment}", self.base)).await.expect("navigating");
     }
 
     /// The page's text under `css` as shown (empty when nothing matches or it is not rendered).
-    async fn text(&self, css: &str) -> String {
+    pub(crate) async fn text(&self, css: &str) -> String {
         let script =
             "const e = document.querySelector(arguments[0]); return e && e.checkVisibility() ? e.innerText : '';";
         let value = self.browser.execute(script, vec![json!(css)]).await.expect("running a script");
         value.as_str().unwrap_or_default().to_string()
     }
 
-    async fn count(&self, css: &str) -> usize {
+    pub(crate) async fn count(&self, css: &str) -> usize {
         let script = "return document.querySelectorAll(arguments[0]).length;";
         self.browser.execute(script, vec![json!(css)]).await.expect("running a script").as_u64().unwrap() as usize
     }
 
     /// Waits until the text under `css` contains `needle`; the text.
-    async fn wait_text(&self, css: &str, needle: &str) -> String {
+    pub(crate) async fn wait_text(&self, css: &str, needle: &str) -> String {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
             let text = self.text(css).await;
@@ -100,12 +100,12 @@ impl Session {
         }
     }
 
-    async fn click(&self, css: &str) {
+    pub(crate) async fn click(&self, css: &str) {
         let element = self.browser.wait().at_most(PATIENCE).for_element(Locator::Css(css)).await;
         element.unwrap_or_else(|error| panic!("no {css}: {error}")).click().await.expect("clicking");
     }
 
-    async fn sign_in(&self, credential: &str) {
+    pub(crate) async fn sign_in(&self, credential: &str) {
         self.goto("").await;
         let field = self.browser.wait().at_most(PATIENCE).for_element(Locator::Css("#credential")).await.unwrap();
         field.send_keys(credential).await.unwrap();
@@ -114,7 +114,7 @@ impl Session {
     }
 
     /// Scrolls `css` to the top of the window, then [`Session::shot`].
-    async fn shot_at(&self, name: &str, css: &str) {
+    pub(crate) async fn shot_at(&self, name: &str, css: &str) {
         let script = "document.querySelector(arguments[0]).scrollIntoView({block: 'start'});";
         self.browser.execute(script, vec![json!(css)]).await.expect("scrolling");
         self.shot(name).await;
@@ -122,7 +122,7 @@ impl Session {
 
     /// Saves the page as `target/console-screenshots/<name>.png` (and in `docs/console/` with
     /// `UPDATE_SCREENSHOTS=1`).
-    async fn shot(&self, name: &str) {
+    pub(crate) async fn shot(&self, name: &str) {
         let png = self.browser.screenshot().await.expect("a screenshot");
         let dir = screenshots_dir();
         std::fs::create_dir_all(&dir).unwrap();
@@ -135,7 +135,7 @@ impl Session {
     }
 
     /// The one file the browser downloaded, once complete: its name and bytes.
-    async fn downloaded(&self) -> (String, Vec<u8>) {
+    pub(crate) async fn downloaded(&self) -> (String, Vec<u8>) {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
             let names: Vec<String> = std::fs::read_dir(&self.downloads)
@@ -153,7 +153,7 @@ impl Session {
     }
 
     /// The page is as wide as the window: nothing to scroll sideways (tables scroll inside their box).
-    async fn assert_fits(&self, what: &str) {
+    pub(crate) async fn assert_fits(&self, what: &str) {
         let widths = "return [document.documentElement.scrollWidth, window.innerWidth];";
         let widths = self.browser.execute(widths, vec![]).await.unwrap();
         let (page, window) = (widths[0].as_u64().unwrap(), widths[1].as_u64().unwrap());
@@ -162,7 +162,7 @@ impl Session {
 }
 
 /// Runs `steps` with a session, closing the browser whatever happens (a panic included, then re-raised).
-async fn with_session<F>(session: Session, steps: impl FnOnce(std::sync::Arc<Session>) -> F)
+pub(crate) async fn with_session<F>(session: Session, steps: impl FnOnce(std::sync::Arc<Session>) -> F)
 where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
@@ -174,15 +174,15 @@ where
     }
 }
 
-struct Fixture {
-    setup: Setup,
-    server: Server,
-    handlers: PathBuf,
+pub(crate) struct Fixture {
+    pub(crate) setup: Setup,
+    pub(crate) server: Server,
+    pub(crate) handlers: PathBuf,
     mock: Option<MockApp>,
 }
 
 impl Fixture {
-    async fn start(with_app: bool) -> Self {
+    pub(crate) async fn start(with_app: bool) -> Self {
         let mock =
             if with_app { Some(MockApp::start(None).expect("the mock application (Python clients)")) } else { None };
         let setup = Setup::new();
@@ -193,6 +193,9 @@ impl Fixture {
 secret = "console"
 [identity]
 hs256_secret = "{HS_SECRET}"
+leeway_seconds = 0
+[audit]
+file = "{audit}"
 [proxy]
 allowed_destinations = ["127.0.0.1"]
 [handlers]
@@ -203,8 +206,13 @@ roles = ["admin"]
 [keys.{user}]
 project = "alice"
 roles = ["user"]
+[applications."odd app #1"]
+endpoint = "http://127.0.0.1:9/chat/completions"
+display_name = "Odd one"
+resource_dependencies = [{{kind = "dial.resourceLink", linkId = "n", target = {{path = "files/{{current-user}}/n/"}}, access = ["READ"], required = true}}]
 "#,
             handlers = handlers.display(),
+            audit = setup.path().join("audit.jsonl").display(),
             admin = ADMIN.1,
             user = USER.1,
         ));
@@ -215,15 +223,15 @@ roles = ["user"]
         Self { setup, server, handlers, mock }
     }
 
-    fn client(&self) -> Client {
+    pub(crate) fn client(&self) -> Client {
         self.server.client()
     }
 
-    async fn bucket(&self, key: (&str, &str)) -> String {
+    pub(crate) async fn bucket(&self, key: (&str, &str)) -> String {
         self.client().get("/v1/bucket", &[key]).await.json()["bucket"].as_str().unwrap().to_string()
     }
 
-    async fn put_skill(&self, key: (&str, &str), url: &str, name: &str, script: &str) -> String {
+    pub(crate) async fn put_skill(&self, key: (&str, &str), url: &str, name: &str, script: &str) -> String {
         // Markup a page must show as text, never run: an image with a handler, a script, a javascript: link.
         let skill = format!(
             "---\nname: {name}\ndescription: Tools for {name}. Use when a task needs {name}.\n---\n# {name}\n\n\
@@ -238,7 +246,7 @@ roles = ["user"]
     }
 
     /// `(source, target)` pairs published to `public/team/` by the user; the publication's URL.
-    async fn publish(&self, resources: &[(&str, &str)]) -> String {
+    pub(crate) async fn publish(&self, resources: &[(&str, &str)]) -> String {
         let resources: Vec<Value> = resources
             .iter()
             .map(|(source, target)| json!({"action": "ADD", "sourceUrl": source, "targetUrl": target}))
@@ -250,7 +258,7 @@ roles = ["user"]
         reply.json()["url"].as_str().unwrap().to_string()
     }
 
-    async fn put_app(&self, url: &str, notes_folder: &str) {
+    pub(crate) async fn put_app(&self, url: &str, notes_folder: &str) {
         let endpoint = format!("{}/chat/completions", self.mock.as_ref().unwrap().url());
         let definition = json!({"endpoint": endpoint, "displayName": "Notes",
             "resourceDependencies": [{"kind": "dial.resourceLink", "linkId": "notes",
@@ -261,7 +269,7 @@ roles = ["user"]
     }
 
     /// The user calls `app` asking it to write `file` with its per-request key: the call's status.
-    async fn call_app(&self, app: &str, file: &str) -> u16 {
+    pub(crate) async fn call_app(&self, app: &str, file: &str) -> u16 {
         let body = json!({"messages": [{"role": "user", "content": format!("write:{file}")}]});
         let path = format!("/openai/deployments/{app}/chat/completions");
         self.client().post(&path, &[USER, ("Content-Type", "application/json")], &body.to_string()).await.status
@@ -271,7 +279,7 @@ roles = ["user"]
 /// A server (with the mock application when `with_app`) and a Chromium session on it at `size`, downloading
 /// into the fixture's directory; `None` when Chromium is not installed (outside CI). The driver must outlive
 /// the session.
-async fn browse(
+pub(crate) async fn browse(
     test: &'static str,
     with_app: bool,
     size: (u32, u32),
@@ -311,10 +319,17 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         let (first_card, second_card) =
             (format!("article.publication[data-url='{first}']"), format!("article.publication[data-url='{second}']"));
 
-        // Sign in; the publication queue is the first page.
+        // Sign in; the publication queue is the first page: one row per publication, each opening at its own
+        // address.
         s.sign_in(ADMIN.1).await;
         assert!(s.text("#role-badge").await.contains("admin"));
+        let queue = s.wait_text("table.queue", "publish 1").await;
+        assert!(queue.contains("publish 2") && queue.contains("alice"), "{queue}");
+        s.shot("publications").await;
+        s.browser.find(Locator::LinkText("publish 2")).await.unwrap().click().await.unwrap();
         let card = s.wait_text(&first_card, "New at the target").await;
+        let address = s.browser.current_url().await.unwrap();
+        assert_eq!(address.fragment(), Some(format!("publication?url={}", first.replace('/', "%2F")).as_str()));
         assert!(card.contains("pdf-tools") && card.contains("skills/public/team/pdf-tools"), "{card}");
         // SKILL.md rendered: its frontmatter as a list, its body as HTML.
         assert_eq!(s.count(&format!("{first_card} .markdown dl.front dt")).await, 2);
@@ -332,11 +347,14 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         assert_eq!(s.count(&format!("{first_card} .markdown a[href='https://example.com/docs']")).await, 1);
         // The v1 file: new at the target, its text shown.
         assert!(s.text(&first_card).await.contains("+ team notes"), "the v1 file's lines");
-        s.assert_fits("the publication queue").await;
-        s.shot("publications").await;
+        s.assert_fits("a publication").await;
+        s.shot("publication").await;
         s.click(&format!("{first_card} button.approve")).await;
         let approved = s.wait_text(&format!("{first_card} .answer"), "Approved").await;
         assert!(approved.contains("files/public/team/notes.txt"), "{approved}");
+        // The card is the publication as it is now: decided, and by whom.
+        let decision = s.wait_text(&format!("{first_card} .decision"), "Approved by").await;
+        assert!(decision.contains("project:ops"), "{decision}");
         assert_eq!(
             s.count(&format!("{first_card} button.reject")).await,
             0,
@@ -347,13 +365,17 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         let file = f.client().get("/v1/files/public/team/notes.txt", &[USER]).await;
         assert_eq!((file.status, file.body.as_str()), (200, "team notes\n"));
 
-        // The second one, against what public holds now: its diff; approving it is refused (the target
-        // exists), with the API's answer shown; rejected.
-        s.browser.refresh().await.unwrap();
+        // The second one, opened from the queue after the first was approved (no reload of the page): compared
+        // with what public holds now, not with the empty target it had when the queue was first read.
+        s.click("a.back").await;
+        s.wait_text("table.decided", "publish 2").await;
+        let pending = s.text("table.queue").await;
+        assert!(pending.contains("publish 1") && !pending.contains("publish 2"), "decided publications leave the queue");
+        s.browser.find(Locator::LinkText("publish 1")).await.unwrap().click().await.unwrap();
+        s.wait_text(&format!("{second_card} .target-state"), "Something is at the target now").await;
         let diff = s.wait_text(&format!("{second_card} .diff"), "second").await;
         assert!(diff.contains("- print('first')") && diff.contains("+ print('second')"), "{diff}");
         assert!(s.text(&format!("{second_card} table.files-compared")).await.contains("changed"));
-        assert_eq!(s.count(&first_card).await, 0, "decided publications leave the queue");
         s.shot_at("publication-diff", &format!("{second_card} details.review")).await;
         s.click(&format!("{second_card} button.approve")).await;
         let refused = s.wait_text(&format!("{second_card} .answer"), "412").await;
@@ -385,6 +407,14 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         assert_eq!(s.wait_text(&state, "none").await, "none");
         let shown = s.text(&format!("{card} table.declaration")).await;
         assert!(shown.contains("files/{current-user}/notes/") && shown.contains("READ, WRITE"), "{shown}");
+        // Where the data goes, beside what is asked.
+        let summary = s.text(&format!("{card} .app-summary")).await;
+        let host = f.mock.as_ref().unwrap().url().trim_start_matches("http://").split('/').next().unwrap().to_string();
+        assert!(summary.contains("Notes") && summary.contains(&host) && summary.contains("public"), "{summary}");
+        assert!(summary.contains("everyone"), "{summary}");
+        // A configured application whose id has a space and a `#`: its card, not a 404 for `odd app `.
+        let odd = s.wait_text("article.application[data-id='odd%20app%20%231']", "Admin consent").await;
+        assert!(odd.contains("Odd one") && odd.contains("configuration") && odd.contains("127.0.0.1:9"), "{odd}");
         s.click(&format!("{card} button.grant")).await;
         assert_eq!(s.wait_text(&state, "live").await, "live");
         assert!(s.text(&card).await.contains("granted by project:ops"));
@@ -392,9 +422,10 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         assert_eq!(f.client().get(&format!("/v1/{note}"), &[USER]).await.status, 200, "the app wrote with its key");
         s.shot("applications").await;
 
-        // The declaration changes: stale, with what changed since the approval.
+        // The declaration changes: stale on the next refresh (no reload of the page), with what changed since
+        // the approval.
         f.put_app(app, "drafts").await;
-        s.browser.refresh().await.unwrap();
+        s.click("button.refresh").await;
         let stale = s.wait_text(&format!("{card} table.stale-diff"), "changed").await;
         assert!(
             stale.contains("files/{current-user}/notes/") && stale.contains("files/{current-user}/drafts/"),
@@ -427,8 +458,12 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         s.wait_text("table.handlers", "skills").await;
         let wasm = Path::new(dial_host::handlers::GUEST_WASM_DIR).join("handler_1_0.wasm");
         std::fs::copy(wasm, f.handlers.join("notes.wasm")).unwrap();
+        // The first click previews (nothing changes), the second reloads.
         s.click("button.reload").await;
-        s.wait_text("#reload-answer", "Reloaded with no failures").await;
+        s.wait_text("#reload-answer", "Preview, nothing changed yet: notes loaded").await;
+        assert!(!f.client().get("/v1/ops/handlers", &[ADMIN]).await.body.contains("\"notes\""), "a preview loads nothing");
+        s.click("button.reload").await;
+        s.wait_text("#reload-answer", "Reloaded: notes loaded").await;
         assert_eq!(s.text("#reload-answer .reload-report .change").await, "loaded");
         assert_eq!(s.count("#reload-answer table.failed").await, 0);
         assert!(s.text("table.handlers").await.contains("notes"), "the table shows what serves now");
@@ -438,8 +473,25 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         // A file that is no component: 422, named with its error; the rest keeps serving.
         std::fs::write(f.handlers.join("broken.wasm"), b"\0asm broken").unwrap();
         s.click("button.reload").await;
+        s.wait_text("#reload-answer", "1 file failed").await;
+        s.click("button.reload").await;
         let failed = s.wait_text("#reload-answer", "422").await;
         assert!(s.text("#reload-answer table.failed").await.contains("broken.wasm"), "{failed}");
+        // A type whose file left the directory: the preview and the reload say it is no longer served.
+        std::fs::remove_file(f.handlers.join("broken.wasm")).unwrap();
+        std::fs::remove_file(f.handlers.join("notes.wasm")).unwrap();
+        s.click("button.reload").await;
+        s.wait_text("#reload-answer", "“notes” no longer served").await;
+        s.click("button.reload").await;
+        let removed = s.wait_text("#reload-answer", "Reloaded: “notes” no longer served").await;
+        assert!(!removed.contains("no failures"), "{removed}");
+        assert!(!s.text("table.handlers").await.contains("notes"));
+        let audit = std::fs::read_to_string(f.setup.path().join("audit.jsonl")).unwrap();
+        let reloads: Vec<Value> = audit.lines().map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .filter(|event| event["event"] == "handlers_reload").collect();
+        assert_eq!(reloads.len(), 3, "each reload audited, previews not: {audit}");
+        assert_eq!(reloads[2]["user"], "project:ops");
+        assert_eq!(reloads[2]["targets"], json!(["notes:removed"]));
 
         // History: two versions of a skill in a folder whose name needs encoding; compare, restore the
         // first, download it.
@@ -455,13 +507,22 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         let compared = s.wait_text("#comparison", "print('v2')").await;
         assert!(compared.contains("- print('v1')") && compared.contains("+ print('v2')"), "{compared}");
         s.shot_at("history", "table.versions").await;
+        // Someone commits while the table is shown: the restore is refused, the table shows the new version,
+        // and the message says what happened in words.
+        f.put_skill(ADMIN, &report_url, "report", "print('v3')\n").await;
+        s.click(&format!("button.restore[data-version='{first}']")).await;
+        s.wait_text("#history-answer", "oldest version is dropped").await;
+        s.click(&format!("button.restore[data-version='{first}']")).await;
+        let refused = s.wait_text("#history-answer", "Not restored").await;
+        assert!(refused.contains("changed since this page read its history") && !refused.contains("etag"), "{refused}");
+        assert_eq!(s.count("table.versions tbody tr").await, 3, "the table shows the version committed meanwhile");
         s.click(&format!("button.restore[data-version='{first}']")).await;
         s.wait_text("#history-answer", "oldest version is dropped").await;
         s.click(&format!("button.restore[data-version='{first}']")).await;
         s.wait_text("#history-answer", "Restored").await;
         let current = f.client().get(&format!("/v2/{report_url}/files/scripts/run.py"), &[ADMIN]).await;
         assert_eq!(current.body, "print('v1')\n", "the restored version is current");
-        assert_eq!(s.count("table.versions tbody tr").await, 3, "restoring is a new version");
+        assert_eq!(s.count("table.versions tbody tr").await, 4, "restoring is a new version");
         s.click(&format!("button.download[data-version='{first}']")).await;
         let (name, zip) = s.downloaded().await;
         assert_eq!(name, format!("report-{first}.zip"));
@@ -557,6 +618,8 @@ async fn a_non_admin_sees_no_admin_actions_and_the_api_refuses_them() {
         s.click("#signout").await;
         s.sign_in(USER.1).await;
         let card = format!("article.publication[data-url='{pending}']");
+        s.wait_text("table.queue", "PENDING").await;
+        s.browser.find(Locator::LinkText("publish 1")).await.unwrap().click().await.unwrap();
         s.wait_text(&card, "New at the target").await;
         assert_eq!(
             s.count(&format!("{card} button.approve, {card} button.reject")).await,

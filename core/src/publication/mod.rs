@@ -64,8 +64,16 @@ pub struct Publication {
     #[serde(default)]
     pub rules: Vec<Rule>,
     pub resource_types: BTreeSet<String>,
+    /// The decision's comment (an admin's, to the author).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    /// Who approved or rejected it, as consent records name admins
+    /// (`project:<name>` for a key, the user id for a JWT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    /// When it was approved or rejected, in epoch milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<i64>,
 }
 
 /// A publication as listings show it: without its resources and rules.
@@ -83,6 +91,10 @@ pub struct PublicationSummary {
     pub resource_types: BTreeSet<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<i64>,
 }
 
 impl From<&Publication> for PublicationSummary {
@@ -96,8 +108,20 @@ impl From<&Publication> for PublicationSummary {
             author: p.author.clone(),
             resource_types: p.resource_types.clone(),
             comment: p.comment.clone(),
+            decided_by: p.decided_by.clone(),
+            decided_at: p.decided_at,
         }
     }
+}
+
+/// An admin's decision on a pending publication.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub status: Status,
+    pub comment: Option<String>,
+    /// As [`Publication::decided_by`].
+    pub by: String,
+    pub at: i64,
 }
 
 /// The id and author bucket of a `publications/<bucket>/<id>` URL.
@@ -133,6 +157,11 @@ impl PublicationStore {
         global_path("publication", "pending")
     }
 
+    /// The approved and rejected ones: "who approved this into public?"
+    fn decided_index() -> object_store::path::Path {
+        global_path("publication", "decided")
+    }
+
     pub async fn get(&self, id: &str) -> Result<Option<Publication>, DocumentError> {
         self.documents.get(&Self::item(id)).await
     }
@@ -149,21 +178,19 @@ impl PublicationStore {
         self.index(&Self::pending_index(), id, true).await
     }
 
-    /// Moves a pending publication to its final status; `None` when it was
-    /// no longer pending (another admin decided first).
-    pub async fn finalize(
-        &self,
-        id: &str,
-        status: Status,
-        comment: Option<String>,
-    ) -> Result<Option<Publication>, DocumentError> {
+    /// Moves a pending publication to its final status, keeping who decided,
+    /// when, and the comment; `None` when it was no longer pending (another
+    /// admin decided first).
+    pub async fn finalize(&self, id: &str, decision: Decision) -> Result<Option<Publication>, DocumentError> {
         let decided = self
             .documents
             .update(&Self::item(id), |publication: &mut Option<Publication>| {
                 Ok::<_, DocumentError>(match publication {
                     Some(p) if p.status == Status::Pending => {
-                        p.status = status;
-                        p.comment = comment.clone();
+                        p.status = decision.status;
+                        p.comment = decision.comment.clone();
+                        p.decided_by = Some(decision.by.clone());
+                        p.decided_at = Some(decision.at);
                         Update::Changed(Some(p.clone()))
                     }
                     _ => Update::Unchanged(None),
@@ -171,6 +198,7 @@ impl PublicationStore {
             })
             .await?;
         if decided.is_some() {
+            self.index(&Self::decided_index(), id, true).await?;
             self.index(&Self::pending_index(), id, false).await?;
         }
         Ok(decided)
@@ -203,6 +231,7 @@ impl PublicationStore {
     /// Forgets a publication entirely.
     async fn delete(&self, id: &str, author: &BucketLocation) -> Result<(), DocumentError> {
         self.index(&Self::pending_index(), id, false).await?;
+        self.index(&Self::decided_index(), id, false).await?;
         self.index(&Self::author_index(author), id, false).await?;
         self.documents.delete(&Self::item(id)).await
     }
@@ -213,6 +242,10 @@ impl PublicationStore {
 
     pub async fn pending(&self) -> Result<Vec<Publication>, DocumentError> {
         self.load_all(self.documents.read::<Index>(&Self::pending_index()).await?).await
+    }
+
+    pub async fn decided(&self) -> Result<Vec<Publication>, DocumentError> {
+        self.load_all(self.documents.read::<Index>(&Self::decided_index()).await?).await
     }
 
     async fn load_all(&self, ids: Index) -> Result<Vec<Publication>, DocumentError> {

@@ -11,7 +11,7 @@ use percent_encoding::utf8_percent_encode;
 use serde::Deserialize;
 
 use super::{
-    Action, Publication, PublicationResource, PublicationStore, PublicationSummary, Status, parse_publication_url,
+    Action, Decision, Publication, PublicationResource, PublicationStore, PublicationSummary, Status, parse_publication_url,
 };
 use crate::access::public_rules::{PublicRules, Rule, RulesDocument};
 use crate::access::{AccessDenied, AccessError, AdminDecision, Permission};
@@ -19,6 +19,7 @@ use crate::auth::Caller;
 use crate::buckets::InvalidBucket;
 use crate::catalog::{Catalog, CatalogError, Link};
 use crate::clock::now_ms;
+use crate::consent::granted_by;
 use crate::documents::{DocumentError, Documents, Update};
 use crate::etag::{EtagMatch, Preconditions};
 use crate::resource_url::{Intent, ResourceUrl, SEGMENT_ESCAPES, UrlError};
@@ -261,6 +262,8 @@ impl<'a> Publications<'a> {
             rules: request.rules,
             resource_types,
             comment: None,
+            decided_by: None,
+            decided_at: None,
         };
         if let Err(error) = self.store().create(&id, &author, &publication).await {
             self.remove_review_copies(&planned).await;
@@ -320,8 +323,14 @@ impl<'a> Publications<'a> {
     }
 
     /// `publications/<own bucket>/`: the caller's own; `publications/public/`:
-    /// the admins' pending queue.
-    pub async fn list(&self, caller: &Caller, folder: &str) -> Result<Vec<PublicationSummary>, PublicationError> {
+    /// the admins' pending queue, or with `decided` the approved and
+    /// rejected ones (who decided, when, and why).
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        folder: &str,
+        decided: bool,
+    ) -> Result<Vec<PublicationSummary>, PublicationError> {
         let bucket = folder
             .trim_start_matches('/')
             .strip_prefix("publications/")
@@ -331,7 +340,7 @@ impl<'a> Publications<'a> {
             if !self.catalog.access.may_decide(caller, AdminDecision::Publications) {
                 return Err(denied(folder));
             }
-            self.store().pending().await?
+            if decided { self.store().decided().await? } else { self.store().pending().await? }
         } else {
             let author = self.catalog.buckets.decode(bucket)?;
             if author != caller.bucket_location() {
@@ -377,12 +386,14 @@ impl<'a> Publications<'a> {
     /// Moves a pending publication to `status`; exactly one decision wins.
     async fn decide(
         &self,
+        admin: &Caller,
         id: &str,
         url: &str,
         status: Status,
         comment: Option<String>,
     ) -> Result<Publication, PublicationError> {
-        self.store().finalize(id, status, comment).await?.ok_or_else(|| already_finalized(url))
+        let decision = Decision { status, comment, by: granted_by(admin), at: now_ms() };
+        self.store().finalize(id, decision).await?.ok_or_else(|| already_finalized(url))
     }
 
     /// Approves (admins). All or nothing, as clients see it: every copy
@@ -401,7 +412,7 @@ impl<'a> Publications<'a> {
         let (id, publication) = self.pending_for_decision(admin, url).await?;
         let mut applied = Applied::default();
         let decided = match self.apply_before_decision(admin, &publication, &mut applied).await {
-            Ok(()) => self.decide(&id, url, Status::Approved, comment).await,
+            Ok(()) => self.decide(admin, &id, url, Status::Approved, comment).await,
             Err(error) => Err(error),
         };
         let publication = match decided {
@@ -468,7 +479,7 @@ impl<'a> Publications<'a> {
         comment: Option<String>,
     ) -> Result<Publication, PublicationError> {
         let (id, _) = self.pending_for_decision(admin, url).await?;
-        let publication = self.decide(&id, url, Status::Rejected, comment).await?;
+        let publication = self.decide(admin, &id, url, Status::Rejected, comment).await?;
         self.remove_reviews_of(&publication).await;
         Ok(publication)
     }

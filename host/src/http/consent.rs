@@ -15,12 +15,14 @@ use serde_json::Value;
 
 use super::error::ApiError;
 use super::extract::query_flag;
-use super::mint::{Reader, decode_id, resolve};
+use super::mint::{Deployment, Reader, decode_id, resolve};
 use super::state::AppState;
 use crate::access::AdminDecision;
 use crate::apps::Application;
 use crate::audit::AuditEvent;
 use crate::auth::Caller;
+use crate::buckets::BucketLocation;
+use crate::proxy::Origin;
 use crate::clock::now_ms;
 use crate::consent::{AdminConsent, ApprovedDeclaration, declares, granted_by, is_live, snapshot, user_document};
 
@@ -61,13 +63,22 @@ async fn admin_app(
     id: &str,
     event: &'static str,
 ) -> Result<Arc<Application>, ApiError> {
+    Ok(admin_deployment(state, caller, id, event).await?.application)
+}
+
+async fn admin_deployment(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    event: &'static str,
+) -> Result<Deployment, ApiError> {
     refuse_key(state, caller, id, event)?;
     if !state.access().may_decide(caller, AdminDecision::AdminConsent) {
         // Refused attempts are audited as grants and withdrawals are.
         state.audit().emit(AuditEvent::admin_consent_refused(event, id, &granted_by(caller)));
         return Err(ApiError::new(StatusCode::FORBIDDEN, "Only admins may decide admin consent"));
     }
-    Ok(resolve(state, caller, id, Reader::Admin).await?.application)
+    resolve(state, caller, id, Reader::Admin).await
 }
 
 /// `GET /v1/consent/{id}`: whether the user accepted; when not, the
@@ -99,6 +110,52 @@ pub struct AdminConsentState {
     /// declaration as it is now, in the form a grant would approve it.
     #[serde(skip_serializing_if = "Option::is_none")]
     declaration: Option<ApprovedDeclaration>,
+    /// With `?declaration=true` only: where the data a grant releases goes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    application: Option<ApplicationSummary>,
+}
+
+/// Who an admin consents for: the application's name, the host its calls
+/// go to, who owns its definition, and the roles that may call it.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationSummary {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    display_name: Option<String>,
+    /// `host[:port]` of its endpoint (or base URL); absent when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoint_host: Option<String>,
+    /// `configuration` (the operator's), or the bucket owner of a stored
+    /// definition: `user <id>`, `project <name>`, `public`.
+    owner: String,
+    /// Who may call it; absent: everyone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user_roles: Option<Vec<String>>,
+}
+
+impl ApplicationSummary {
+    fn of(state: &AppState, id: &str, deployment: &Deployment) -> Self {
+        let app = &deployment.application;
+        let endpoint = app.endpoint.as_deref().or(app.base_url.as_deref());
+        let endpoint_host = endpoint.and_then(|url| url::Url::parse(url).ok()).and_then(|url| {
+            let host = url.host_str()?.to_string();
+            Some(url.port().map_or(host.clone(), |port| format!("{host}:{port}")))
+        });
+        let owner = match deployment.origin {
+            Origin::Configured => "configuration".to_string(),
+            Origin::Stored => {
+                let bucket = id.split('/').nth(1).unwrap_or_default();
+                match state.buckets().decode(bucket) {
+                    Ok(BucketLocation::User(sub)) => format!("user {sub}"),
+                    Ok(BucketLocation::Key(name)) => format!("project {name}"),
+                    Ok(BucketLocation::Public) => "public".to_string(),
+                    Ok(other) => other.to_string(),
+                    Err(_) => bucket.to_string(),
+                }
+            }
+        };
+        Self { display_name: app.display_name.clone(), endpoint_host, owner, user_roles: app.user_roles.clone() }
+    }
 }
 
 /// `GET /v1/consent/{id}/admin-consent?declaration=true` adds today's
@@ -127,6 +184,7 @@ impl AdminConsentState {
             consented: live,
             stale: Some(!live),
             declaration: None,
+            application: None,
         }
     }
 }
@@ -199,7 +257,8 @@ pub async fn admin_get(
     id: &str,
     query: AdminConsentQuery,
 ) -> Result<AdminConsentState, ApiError> {
-    let app = admin_app(state, caller, id, "admin_consent_read").await?;
+    let deployment = admin_deployment(state, caller, id, "admin_consent_read").await?;
+    let app = &deployment.application;
     let wants_declaration = query.wants_declaration()?;
     let mut answer = match state.consent().admin(id).await? {
         Some(record) => {
@@ -213,10 +272,12 @@ pub async fn admin_get(
             consented: false,
             stale: None,
             declaration: None,
+            application: None,
         },
     };
     if wants_declaration {
         answer.declaration = Some(snapshot(&app.resource_dependencies));
+        answer.application = Some(ApplicationSummary::of(state, id, &deployment));
     }
     Ok(answer)
 }

@@ -127,6 +127,7 @@ pub(crate) fn routes_table() -> Vec<(&'static str, MethodRouter<AppState>)> {
             openai_api(get(openai::retrieve_version).delete(openai::delete_version)),
         ),
         ("/openai/v1/skills/{skill_id}/versions/{version}/content", openai_api(get(openai::version_content))),
+        ("/v2/types", get(routes::list_types)),
         ("/v2/metadata/{*path}", get(v2::metadata)),
         ("/v2/versions/{*path}", get(v2::versions)),
         ("/v2/ops/{group}/restore", post(v2::restore)),

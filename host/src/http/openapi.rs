@@ -61,6 +61,7 @@ const ALSO_SERVED: [(&str, &str, &str); 7] = [
         routes::bucket,
         routes::list_handlers,
         routes::reload_handlers,
+        routes::list_types,
         sharing::create,
         sharing::list,
         sharing::discard,

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::error::ApiError;
 use super::state::AppState;
 use crate::access::public_rules::RulesDocument;
+use crate::audit::AuditEvent;
 use crate::auth::Caller;
 use crate::publication::workflow::PublicationRequest;
 use crate::publication::{Publication, PublicationSummary};
@@ -37,6 +38,10 @@ struct UrlRequest {
     url: String,
     #[serde(default)]
     comment: Option<String>,
+    /// `publication/list` of `publications/public/` only: the decided ones
+    /// (approved and rejected, with who decided) instead of the queue.
+    #[serde(default)]
+    decided: bool,
 }
 
 /// `POST /v1/ops/publication/get`
@@ -54,13 +59,14 @@ pub struct Publications {
 }
 
 /// `POST /v1/ops/publication/list`: `publications/<own bucket>/` for the
-/// caller's own, `publications/public/` for the admins' pending queue.
+/// caller's own, `publications/public/` for the admins' pending queue
+/// (with `"decided": true`, the approved and rejected ones).
 #[utoipa::path(post, path = "/v1/ops/publication/list", tag = "publication", request_body = UrlRequest,
     responses((status = 200, description = "The publications, without their resources and rules",
         body = Publications)))]
 pub async fn list(State(state): State<AppState>, caller: Caller, bytes: Bytes) -> Result<Json<Publications>, ApiError> {
     let request: UrlRequest = body(&bytes, "Can't list publications")?;
-    let publications = state.publications().list(&caller, &request.url).await?;
+    let publications = state.publications().list(&caller, &request.url, request.decided).await?;
     Ok(Json(Publications { publications }))
 }
 
@@ -84,7 +90,9 @@ pub async fn approve(
     bytes: Bytes,
 ) -> Result<Json<Publication>, ApiError> {
     let request: UrlRequest = body(&bytes, "Can't decide publication")?;
-    Ok(Json(state.publications().approve(&caller, &request.url, request.comment).await?))
+    let publication = state.publications().approve(&caller, &request.url, request.comment).await?;
+    state.audit().emit(AuditEvent::publication_decision(&publication));
+    Ok(Json(publication))
 }
 
 /// `POST /v1/ops/publication/reject` (admin): `{"url", "comment"}`.
@@ -96,7 +104,9 @@ pub async fn reject(
     bytes: Bytes,
 ) -> Result<Json<Publication>, ApiError> {
     let request: UrlRequest = body(&bytes, "Can't decide publication")?;
-    Ok(Json(state.publications().reject(&caller, &request.url, request.comment).await?))
+    let publication = state.publications().reject(&caller, &request.url, request.comment).await?;
+    state.audit().emit(AuditEvent::publication_decision(&publication));
+    Ok(Json(publication))
 }
 
 /// `{"rules": {"<folder>": [rule, ...]}}`: the rules along a folder.

@@ -1,16 +1,19 @@
 //! Route handlers: thin, typed, errors as [`ApiError`].
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
-use super::extract::Admin;
+use super::extract::{Admin, query_flag};
 use super::state::AppState;
 use crate::access::APPDATA_FOLDER;
+use crate::audit::AuditEvent;
 use crate::auth::Caller;
+use crate::consent::granted_by;
 use crate::handlers::{HandlerSource, LimitOverrides};
 
 /// `{"status": "ok"}` (and, from `/ready`, the number of handler types).
@@ -135,6 +138,38 @@ pub struct HandlerInfo {
     limits: LimitOverrides,
 }
 
+/// A folder type as any signed-in caller may know it.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeInfo {
+    /// The URL segment: `/v2/<group>/…`.
+    group: String,
+    type_name: String,
+    display_name: String,
+}
+
+/// `GET /v2/types`: the folder types served here (the URL group of each),
+/// for any caller: what `/v2/metadata/<group>/<bucket>/` can list. Sources,
+/// hashes and limits stay in the admins' `/v1/ops/handlers`.
+#[utoipa::path(get, path = "/v2/types", tag = "v2",
+    responses((status = 200, description = "The folder types served", body = Vec<TypeInfo>)))]
+pub async fn list_types(State(state): State<AppState>, _caller: Caller) -> Json<Vec<TypeInfo>> {
+    let types = state
+        .handlers()
+        .all()
+        .into_iter()
+        .map(|handler| {
+            let description = handler.description();
+            TypeInfo {
+                group: description.group.clone(),
+                type_name: description.type_name.clone(),
+                display_name: description.display_name.clone(),
+            }
+        })
+        .collect();
+    Json(types)
+}
+
 /// `GET /v1/ops/handlers` (admin): the loaded handler types.
 #[utoipa::path(get, path = "/v1/ops/handlers", tag = "service",
     responses((status = 200, description = "The loaded handler types (admins)", body = Vec<HandlerInfo>)))]
@@ -162,16 +197,45 @@ pub async fn list_handlers(State(state): State<AppState>, _admin: Admin) -> Json
 
 /// `POST /v1/ops/handlers/reload` (admin): re-reads `handlers.dir`. 200 when
 /// every component loaded; 422 when one did not (what it replaced keeps
-/// serving), with the report either way.
-#[utoipa::path(post, path = "/v1/ops/handlers/reload", tag = "service",
+/// serving), with the report either way. With `?preview=true` it changes
+/// nothing and says what a reload would do (what it would load, update,
+/// remove, and which files would fail); a reload is audited with its admin.
+#[utoipa::path(post, path = "/v1/ops/handlers/reload", tag = "service", params(ReloadQuery),
     responses(
-        (status = 200, description = "Every component loaded: `{serving, failed, removed}`", body = Object),
+        (status = 200, description = "Every component loaded (or would): `{serving, failed, removed}`", body = Object),
         (status = 422, description = "Some failed (what they would replace keeps serving), named", body = Object),
     ))]
-pub async fn reload_handlers(State(state): State<AppState>, _admin: Admin) -> Result<Response, ApiError> {
-    let report = state.handlers().reload().await?;
+pub async fn reload_handlers(
+    State(state): State<AppState>,
+    Admin(admin): Admin,
+    query: Result<Query<ReloadQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let preview = query.ok().and_then(|Query(query)| query_flag(query.preview.as_deref()));
+    let preview = preview.ok_or_else(|| ApiError::bad_request("preview must be true or false"))?;
+    let report = if preview {
+        state.handlers().preview_reload().await?
+    } else {
+        let report = state.handlers().reload().await?;
+        state.audit().emit(reload_event(&admin, &report));
+        report
+    };
     let status = if report.is_clean() { StatusCode::OK } else { StatusCode::UNPROCESSABLE_ENTITY };
     Ok((status, Json(report)).into_response())
+}
+
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ReloadQuery {
+    /// `true`: report what a reload would do, and do nothing.
+    #[param(value_type = Option<bool>)]
+    preview: Option<String>,
+}
+
+fn reload_event(admin: &Caller, report: &crate::handlers::ReloadReport) -> AuditEvent {
+    let changed = report.serving.iter().filter(|s| s.change != "unchanged").map(|s| format!("{}:{}", s.group, s.change));
+    let removed = report.removed.iter().map(|group| format!("{group}:removed"));
+    let failures = report.failed.iter().map(|f| format!("{}: {}", f.source, f.error)).collect();
+    AuditEvent::handlers_reload(&granted_by(admin), changed.chain(removed).collect(), failures)
 }
 
 /// Anything else.
