@@ -8,6 +8,8 @@
 //! `<group>/<bucket>/` is the resource (`files` cannot name a resource, so
 //! this is unambiguous); what follows is a file path inside it.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -117,6 +119,14 @@ pub enum Metadata {
 pub struct VersionPage {
     /// Each version, and whether it is the one the resource serves now.
     pub versions: Vec<(VersionRecord, bool)>,
+    pub next_token: Option<String>,
+}
+
+/// The resources deleted in one folder that can still be restored, one page.
+pub struct RestorablePage {
+    /// Each tombstone: its URL, its marker (`deleted_at`, `author`, …) and
+    /// the epoch ms until which it can be restored.
+    pub items: Vec<(ResourceUrl, Arc<ResourceMarker>, i64)>,
     pub next_token: Option<String>,
 }
 
@@ -348,6 +358,47 @@ impl<'a> FolderResources<'a> {
             .filter(|_| more)
             .map(|(last, _)| encode_token(format!("{}:{}", last.created_at, last.version)));
         Ok(VersionPage { versions, next_token })
+    }
+
+    /// `GET /v2/deleted/{g}/{b}/{folder}/`: the resources deleted directly
+    /// in a folder that can still be restored, for those who may restore
+    /// them — the folder's writers and admins (SPEC §4) — since the API
+    /// otherwise names no tombstone and a restore needs the URL.
+    pub async fn restorable(
+        &self,
+        caller: &Caller,
+        raw: &str,
+        token: Option<&str>,
+        limit: usize,
+    ) -> Result<RestorablePage, CatalogError> {
+        let url = ResourceUrl::parse(raw, Intent::Read)?;
+        if !url.is_folder() {
+            return Err(CatalogError::Invalid(format!("Deleted resources are listed per folder: {url}/")));
+        }
+        if self.catalog.handlers.get(url.group()).is_none() {
+            return Err(CatalogError::NotFound(format!("/v2/deleted/{raw}")));
+        }
+        let location = self.catalog.buckets.decode(url.bucket())?;
+        let node = Node::new(url, location)?;
+        if !self.catalog.access.may_decide(caller, AdminDecision::RestoreDeleted) {
+            self.check(caller, &node, Permission::Write).await?;
+        }
+        let engine = self.catalog.folders;
+        let token = token.map(decode_token).transpose()?;
+        let listing = engine.list_restorable(&node, token.as_deref(), limit).await?;
+        let grace_ms = engine.grace_ms();
+        let items = listing
+            .items
+            .into_iter()
+            .filter_map(|item| match item {
+                ListedNode::Resource { url, marker } => {
+                    let until = marker.restorable_until(grace_ms)?;
+                    Some((url, marker, until))
+                }
+                _ => None,
+            })
+            .collect();
+        Ok(RestorablePage { items, next_token: listing.next_token.map(encode_token) })
     }
 
     /// `POST /v2/ops/{group}/restore`: undo a delete within the grace window

@@ -612,6 +612,7 @@ fn check_description(description: &HandlerDescription) -> Result<(), String> {
         "bucket",
         "invitations",
         "consent",
+        "deleted",
         "deployments",
         "publications",
         "types",

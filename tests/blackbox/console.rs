@@ -325,7 +325,6 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         assert!(s.text("#role-badge").await.contains("admin"));
         let queue = s.wait_text("table.queue", "publish 1").await;
         assert!(queue.contains("publish 2") && queue.contains("alice"), "{queue}");
-        s.shot("publications").await;
         s.browser.find(Locator::LinkText("publish 2")).await.unwrap().click().await.unwrap();
         let card = s.wait_text(&first_card, "New at the target").await;
         let address = s.browser.current_url().await.unwrap();
@@ -348,7 +347,6 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         // The v1 file: new at the target, its text shown.
         assert!(s.text(&first_card).await.contains("+ team notes"), "the v1 file's lines");
         s.assert_fits("a publication").await;
-        s.shot("publication").await;
         s.click(&format!("{first_card} button.approve")).await;
         let approved = s.wait_text(&format!("{first_card} .answer"), "Approved").await;
         assert!(approved.contains("files/public/team/notes.txt"), "{approved}");
@@ -370,7 +368,10 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         s.click("a.back").await;
         s.wait_text("table.decided", "publish 2").await;
         let pending = s.text("table.queue").await;
-        assert!(pending.contains("publish 1") && !pending.contains("publish 2"), "decided publications leave the queue");
+        assert!(
+            pending.contains("publish 1") && !pending.contains("publish 2"),
+            "decided publications leave the queue"
+        );
         s.browser.find(Locator::LinkText("publish 1")).await.unwrap().click().await.unwrap();
         s.wait_text(&format!("{second_card} .target-state"), "Something is at the target now").await;
         let diff = s.wait_text(&format!("{second_card} .diff"), "second").await;
@@ -461,7 +462,10 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         // The first click previews (nothing changes), the second reloads.
         s.click("button.reload").await;
         s.wait_text("#reload-answer", "Preview, nothing changed yet: notes loaded").await;
-        assert!(!f.client().get("/v1/ops/handlers", &[ADMIN]).await.body.contains("\"notes\""), "a preview loads nothing");
+        assert!(
+            !f.client().get("/v1/ops/handlers", &[ADMIN]).await.body.contains("\"notes\""),
+            "a preview loads nothing"
+        );
         s.click("button.reload").await;
         s.wait_text("#reload-answer", "Reloaded: notes loaded").await;
         assert_eq!(s.text("#reload-answer .reload-report .change").await, "loaded");
@@ -487,8 +491,11 @@ async fn an_admin_decides_publications_consent_handlers_and_versions_in_the_brow
         assert!(!removed.contains("no failures"), "{removed}");
         assert!(!s.text("table.handlers").await.contains("notes"));
         let audit = std::fs::read_to_string(f.setup.path().join("audit.jsonl")).unwrap();
-        let reloads: Vec<Value> = audit.lines().map(|line| serde_json::from_str::<Value>(line).unwrap())
-            .filter(|event| event["event"] == "handlers_reload").collect();
+        let reloads: Vec<Value> = audit
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .filter(|event| event["event"] == "handlers_reload")
+            .collect();
         assert_eq!(reloads.len(), 3, "each reload audited, previews not: {audit}");
         assert_eq!(reloads[2]["user"], "project:ops");
         assert_eq!(reloads[2]["targets"], json!(["notes:removed"]));
@@ -576,11 +583,21 @@ async fn a_non_admin_sees_no_admin_actions_and_the_api_refuses_them() {
         }
         // Keyboard only: from the top of the page, Tab reaches the skip link, the sections this credential
         // has, and sign-out, in that order; Enter on a focused link follows it.
-        s.browser.execute("document.activeElement.blur(); window.scrollTo(0, 0);", vec![]).await.unwrap();
-        let mut reached = Vec::new();
-        for _ in 0..4 {
-            let body = s.browser.find(Locator::Css("body")).await.unwrap();
-            body.send_keys(TAB).await.unwrap();
+        // (Focus starts at the skip link, the page's first focusable element.)
+        let first =
+            "const first = document.querySelector('a[href], button, input'); first.focus(); return first.className;";
+        assert_eq!(s.browser.execute(first, vec![]).await.unwrap(), json!("skip"));
+        let mut reached = vec![
+            s.browser
+                .execute("return document.activeElement.textContent.trim();", vec![])
+                .await
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string(),
+        ];
+        for _ in 0..3 {
+            s.browser.active_element().await.unwrap().send_keys(TAB).await.unwrap();
             let focused = s.browser.execute("return document.activeElement.textContent.trim();", vec![]).await;
             reached.push(focused.unwrap().as_str().unwrap().to_string());
         }

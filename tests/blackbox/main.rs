@@ -8,6 +8,7 @@ mod cluster;
 mod connections;
 mod consent_audit;
 mod console;
+mod console_decisions;
 mod dependencies;
 mod deployments;
 mod dial_sdk;

@@ -230,6 +230,75 @@ async fn delete_tombstones_and_restore_or_recreate() {
     assert_eq!(f.get(&f.metadata("s")).await.json()["metadata"]["description"], "second");
 }
 
+/// `GET /v2/deleted/…/{folder}/` names the tombstones of a folder that can
+/// still be restored — to its writers and admins, paged, until the grace
+/// period ends — so an owner or an admin can undo a delete without knowing
+/// the URL beforehand.
+#[tokio::test]
+async fn deleted_resources_are_listed_for_those_who_may_restore_them() {
+    let f = Fixture::start(
+        "[keys.admin-key]\nproject = \"ops\"\nroles = [\"admin\"]\n[folders]\ngrace_seconds = 3\ngc_interval_seconds = 60\n",
+    )
+    .await;
+    let owner = [("Api-Key", OWNER)];
+    for name in ["team/a", "team/b", "team/c", "r"] {
+        let skill = skill_md(name.rsplit('/').next().unwrap(), "d");
+        assert_eq!(f.put_skill(name, &[("SKILL.md", &skill), ("x.txt", b"x")], &[]).await.status, 200);
+    }
+    let etag_a = f.get(&f.url("team/a")).await.etag();
+    for name in ["team/a", "team/c", "r"] {
+        assert_eq!(f.client.delete(&f.url(name), &owner).await.status, 200);
+    }
+    let deleted = format!("/v2/deleted/skills/{}/team/", f.bucket);
+    let listed = f.get(&deleted).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let items = listed.json()["items"].as_array().unwrap().clone();
+    let urls: Vec<&str> = items.iter().map(|item| item["url"].as_str().unwrap()).collect();
+    let bucket = &f.bucket;
+    assert_eq!(
+        urls,
+        [format!("skills/{bucket}/team/a"), format!("skills/{bucket}/team/c")],
+        "live ones are not listed"
+    );
+    let a = &items[0];
+    assert_eq!(
+        (a["name"].as_str(), a["etag"].as_str(), a["files"].as_u64()),
+        (Some("a"), Some(etag_a.as_str()), Some(2))
+    );
+    assert_eq!(a["restorableUntil"].as_i64().unwrap() - a["deletedAt"].as_i64().unwrap(), 3000);
+    assert_eq!(a["author"], "owner");
+    // Paged as listings are.
+    let first = f.get(&format!("{deleted}?limit=1")).await.json();
+    assert_eq!(first["items"].as_array().unwrap().len(), 1);
+    let token = first["nextToken"].as_str().expect("a token");
+    let second = f.get(&format!("{deleted}?limit=1&token={token}")).await.json();
+    assert_eq!(second["items"][0]["name"], "c");
+    assert!(second.get("nextToken").is_none(), "{second}");
+    // The bucket's root has its own.
+    let root = f.get(&format!("/v2/deleted/skills/{bucket}/")).await.json();
+    assert_eq!(root["items"].as_array().unwrap().len(), 1, "{root}");
+    assert_eq!(root["items"][0]["name"], "r");
+    // Who may see them: the folder's writers and admins, no one else.
+    assert_eq!(f.client.get(&deleted, &[("Api-Key", OTHER)]).await.status, 403);
+    assert_eq!(f.client.get(&deleted, &[("Api-Key", "admin-key")]).await.json()["items"], json!(items));
+    // Bad requests say what is wrong.
+    let resource = f.get(&format!("/v2/deleted/skills/{bucket}/team/a")).await;
+    assert_eq!(resource.status, 400, "{}", resource.body);
+    assert!(resource.body.contains("listed per folder"), "{}", resource.body);
+    assert_eq!(f.get(&format!("/v2/deleted/nope/{bucket}/")).await.status, 404);
+    assert_eq!(f.get(&format!("/v2/deleted/skills/{bucket}/missing/")).await.status, 404);
+    // The URL listed is what restore takes; restored, it is no longer listed.
+    let body = json!({"url": urls[0]}).to_string();
+    assert_eq!(f.client.post("/v2/ops/skills/restore", &owner, &body).await.status, 200);
+    let left = f.get(&deleted).await.json();
+    assert_eq!(left["items"].as_array().unwrap().len(), 1, "{left}");
+    // Past the grace period nothing can be restored, and nothing is offered.
+    tokio::time::sleep(std::time::Duration::from_millis(3200)).await;
+    assert_eq!(f.get(&deleted).await.json()["items"], json!([]));
+    let late = json!({"url": format!("skills/{bucket}/team/c")}).to_string();
+    assert_eq!(f.client.post("/v2/ops/skills/restore", &owner, &late).await.status, 404);
+}
+
 #[tokio::test]
 async fn single_files_are_copy_on_write_versions() {
     let f = Fixture::start("").await;

@@ -150,6 +150,10 @@ impl FolderEngine {
         Duration::from_secs(self.config.grace_seconds)
     }
 
+    pub(crate) fn grace_ms(&self) -> i64 {
+        i64::try_from(self.grace().as_millis()).unwrap_or(i64::MAX)
+    }
+
     /// A writer slower than this gives up before committing: the sweep may
     /// consider its version garbage after the full grace period.
     pub(super) fn commit_deadline(&self) -> Deadline {
@@ -668,8 +672,7 @@ impl FolderEngine {
         if read.marker.is_ready() {
             return Err(FolderError::BadRequest(format!("{} is not deleted", node.url)));
         }
-        let deleted_at = read.marker.deleted_at.unwrap_or(0);
-        if read.marker.purged_at.is_some() || now_ms() - deleted_at > self.grace().as_millis() as i64 {
+        if read.marker.restorable_until(self.grace_ms()).is_none_or(|until| now_ms() > until) {
             return Err(FolderError::NotFound(format!("{} (the restore window has passed)", node.url)));
         }
         self.check_structure_for_create(node).await?;

@@ -27,6 +27,7 @@ use super::layout::{FOLDER_INDEX, RESOURCE_INDEX, decode_key, encode_part};
 use super::listing::{IndexedMarker, ListedNode, Listing};
 use super::markers::parse_json;
 use super::node::{Node, folder_child};
+use crate::clock::now_ms;
 use crate::resource_url::Shows;
 
 /// Marker reads a listing keeps in flight.
@@ -117,6 +118,53 @@ impl FolderEngine {
                 break;
             }
             items.push(listed);
+        }
+        Ok(Listing { items, next_token })
+    }
+
+    /// The resources deleted directly in the folder `node` that can still be
+    /// restored (within the grace period, files not yet swept), after the
+    /// name `token`, at most `limit`: what an owner or an admin picks from
+    /// to undo a delete. Live resources are passed over (their markers come
+    /// from the cache as in any listing).
+    pub async fn list_restorable(
+        &self,
+        node: &Node,
+        token: Option<&str>,
+        limit: usize,
+    ) -> Result<Listing, FolderError> {
+        if limit == 0 {
+            return Ok(Listing { items: Vec::new(), next_token: None });
+        }
+        let now = now_ms();
+        let grace_ms = self.grace_ms();
+        let restorable = move |entry: IndexEntry| async move {
+            let Ok(url) = node.url.child(&decode_key(&entry.key), false) else { return Ok(None) };
+            Ok(match self.indexed_marker(&entry.object, Kind::Resource).await? {
+                Some(IndexedMarker::Resource(marker))
+                    if marker.restorable_until(grace_ms).is_some_and(|until| until >= now) =>
+                {
+                    Some(ListedNode::Resource { url, marker })
+                }
+                _ => None,
+            })
+        };
+        let mut found = self
+            .index_entries(node, Kind::Resource, token, limit.saturating_add(1))
+            .map_ok(restorable)
+            .try_buffered(LISTING_READ_AHEAD);
+        let mut items: Vec<ListedNode> = Vec::new();
+        let mut next_token = None;
+        while let Some(listed) = found.next().await {
+            let Some(listed) = listed? else { continue };
+            if items.len() == limit {
+                next_token = Some(last_name(&items));
+                break;
+            }
+            items.push(listed);
+        }
+        if items.is_empty() && !self.folder_exists(node).await? {
+            return Err(FolderError::NotFound(node.url.to_string()));
         }
         Ok(Listing { items, next_token })
     }

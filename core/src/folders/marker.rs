@@ -189,6 +189,15 @@ impl ResourceMarker {
         self.state == MarkerState::Ready
     }
 
+    /// When a tombstone stops being restorable (`grace_ms` after its delete);
+    /// `None` for a live resource and for one whose files the sweep removed.
+    pub fn restorable_until(&self, grace_ms: i64) -> Option<i64> {
+        if self.is_ready() || self.purged_at.is_some() {
+            return None;
+        }
+        Some(self.deleted_at.unwrap_or(0).saturating_add(grace_ms))
+    }
+
     pub fn total_bytes(&self) -> u64 {
         self.files.values().map(|f| f.size).sum()
     }

@@ -11,7 +11,8 @@ use percent_encoding::utf8_percent_encode;
 use serde::Deserialize;
 
 use super::{
-    Action, Decision, Publication, PublicationResource, PublicationStore, PublicationSummary, Status, parse_publication_url,
+    Action, Decision, Publication, PublicationResource, PublicationStore, PublicationSummary, Status,
+    parse_publication_url,
 };
 use crate::access::public_rules::{PublicRules, Rule, RulesDocument};
 use crate::access::{AccessDenied, AccessError, AdminDecision, Permission};

@@ -22,9 +22,9 @@ use crate::apps::Application;
 use crate::audit::AuditEvent;
 use crate::auth::Caller;
 use crate::buckets::BucketLocation;
-use crate::proxy::Origin;
 use crate::clock::now_ms;
 use crate::consent::{AdminConsent, ApprovedDeclaration, declares, granted_by, is_live, snapshot, user_document};
+use crate::proxy::Origin;
 
 const ADMIN_SUFFIX: &str = "/admin-consent";
 

@@ -20,12 +20,13 @@ const STYLE: &str = include_str!("console/console.css");
 
 /// The script's parts, in order: one strict function scope holds them all
 /// (functions of later parts are called only once the page has loaded).
-const SCRIPT_PARTS: [&str; 9] = [
+const SCRIPT_PARTS: [&str; 10] = [
     include_str!("console/base.js"),
     include_str!("console/compare.js"),
     include_str!("console/markdown.js"),
     include_str!("console/publications.js"),
     include_str!("console/rules.js"),
+    include_str!("console/public.js"),
     include_str!("console/applications.js"),
     include_str!("console/handlers.js"),
     include_str!("console/history.js"),

@@ -130,6 +130,7 @@ pub(crate) fn routes_table() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/v2/types", get(routes::list_types)),
         ("/v2/metadata/{*path}", get(v2::metadata)),
         ("/v2/versions/{*path}", get(v2::versions)),
+        ("/v2/deleted/{*path}", get(v2::deleted)),
         ("/v2/ops/{group}/restore", post(v2::restore)),
         // Uploads are limited by the engine while streaming, per type.
         ("/v2/{*path}", get(v2::get).put(v2::put).delete(v2::delete).layer(DefaultBodyLimit::disable())),

@@ -127,6 +127,7 @@ const ALSO_SERVED: [(&str, &str, &str); 7] = [
         consent::admin_delete,
         v2::metadata,
         v2::versions,
+        v2::deleted,
         v2::restore,
         v2::get,
         v2::put,

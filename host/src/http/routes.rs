@@ -232,7 +232,8 @@ pub struct ReloadQuery {
 }
 
 fn reload_event(admin: &Caller, report: &crate::handlers::ReloadReport) -> AuditEvent {
-    let changed = report.serving.iter().filter(|s| s.change != "unchanged").map(|s| format!("{}:{}", s.group, s.change));
+    let changed =
+        report.serving.iter().filter(|s| s.change != "unchanged").map(|s| format!("{}:{}", s.group, s.change));
     let removed = report.removed.iter().map(|group| format!("{group}:removed"));
     let failures = report.failed.iter().map(|f| format!("{}: {}", f.source, f.error)).collect();
     AuditEvent::handlers_reload(&granted_by(admin), changed.chain(removed).collect(), failures)

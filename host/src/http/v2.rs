@@ -397,6 +397,71 @@ pub async fn versions(
     Ok(Json(VersionList { versions, next_token: page.next_token }))
 }
 
+/// One deleted resource that can still be restored.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletedInfo {
+    /// The resource's URL, as `POST /v2/ops/{group}/restore` takes it.
+    url: String,
+    name: String,
+    /// The etag it had when deleted (a restore brings it back unchanged).
+    etag: String,
+    deleted_at: i64,
+    /// After this (epoch ms) the sweep may remove it for good.
+    restorable_until: i64,
+    /// Who last wrote it before the delete.
+    author: Option<String>,
+    files: usize,
+    bytes: u64,
+}
+
+/// `GET /v2/deleted/…`: in name order.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletedList {
+    items: Vec<DeletedInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_token: Option<String>,
+}
+
+/// `GET /v2/deleted/{g}/{b}/{folder}/`: the resources deleted directly in a
+/// folder that can still be restored (`POST /v2/ops/{group}/restore`), for
+/// the folder's writers and admins; paged like listings.
+#[utoipa::path(get, path = "/v2/deleted/{group}/{bucket}/{folder}/", tag = "v2",
+    params(("group" = String, Path, description = "The handler type's group (e.g. `skills`)"),
+        ("bucket" = String, Path, description = "The bucket id (`GET /v1/bucket`), or `public`"),
+        ("folder" = String, Path, description = "A folder's path, ending in `/` (empty for the bucket's root)"),
+        ("limit" = Option<usize>, Query, minimum = 0, maximum = 1000, description = "Page size (0–1000, default 100)"),
+        ("token" = Option<String>, Query, description = "The `nextToken` of the previous page"),),
+    responses((status = 200, description = "The restorable deleted resources, by name", body = DeletedList),
+        (status = 403, description = "Neither a writer of the folder nor an admin", body = String,
+            content_type = "text/plain"),
+        (status = 404, description = "No such folder or type", body = String, content_type = "text/plain")))]
+pub async fn deleted(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    query: ListingQuery,
+) -> Result<Json<DeletedList>, ApiError> {
+    let raw = raw_path(&uri, "/v2/deleted/");
+    let page = state.folder_resources().restorable(&caller, raw, query.token.as_deref(), query.limit).await?;
+    let items = page
+        .items
+        .into_iter()
+        .map(|(url, marker, restorable_until)| DeletedInfo {
+            name: url.name().unwrap_or_default().to_owned(),
+            url: url.to_string(),
+            etag: marker.etag.clone(),
+            deleted_at: marker.deleted_at.unwrap_or(marker.updated_at),
+            restorable_until,
+            author: marker.author.clone(),
+            files: marker.files.len(),
+            bytes: marker.total_bytes(),
+        })
+        .collect();
+    Ok(Json(DeletedList { items, next_token: page.next_token }))
+}
+
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct RestoreRequest {
     url: String,

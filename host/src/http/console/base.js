@@ -276,6 +276,8 @@ function focusTitle() {
 const VIEWS = {
   publications: { title: 'Publications', render: viewPublications },
   publication: { title: 'Publication', render: viewPublication, nav: 'publications' },
+  public: { title: 'Public folders', render: viewPublic, admin: true },
+  'public-folder': { title: 'Public folder', render: viewPublicFolder, admin: true, nav: 'public' },
   applications: { title: 'Applications and consent', render: viewApplications, admin: true },
   handlers: { title: 'Handlers', render: viewHandlers, admin: true },
   history: { title: 'Resource history', render: viewHistory },

@@ -74,11 +74,17 @@ async function folderTypes() {
   return session.types;
 }
 
-/** Every resource under a `public/…/` folder, of every type: their URLs. */
-async function publishedUnder(folder) {
+/** Every resource under a `public/…/` folder, of every type: their listing entries (`url` without its
+ *  trailing `/`, `group`, `api`, `updatedAt`, …). */
+async function publishedItems(folder) {
   const path = folder.replace(/^public\//, '');
   const groups = [...V1_TYPES].map((type) => ['v1', type]).concat((await folderTypes()).map((group) => ['v2', group]));
-  const listed = await inParallel(groups, ([api, group]) =>
-    listAll(`/${api}/metadata/${group}/public/${path}?recursive=true&limit=1000`).catch(notFoundAsNull));
-  return listed.flatMap((items) => (items || []).filter((item) => item.nodeType === 'ITEM').map((item) => stripSlash(item.url)));
+  const listed = await inParallel(groups, async ([api, group]) => {
+    const items = await listAll(`/${api}/metadata/${group}/public/${path}?recursive=true&limit=1000`).catch(notFoundAsNull);
+    return (items || []).filter((item) => item.nodeType === 'ITEM').map((item) => ({ ...item, url: stripSlash(item.url), group, api }));
+  });
+  return listed.flat();
 }
+
+/** Every resource under a `public/…/` folder, of every type: their URLs. */
+const publishedUnder = async (folder) => (await publishedItems(folder)).map((item) => item.url);
