@@ -327,6 +327,21 @@ async function route() {
   }
 }
 
+/** After an action: `element` replaced by `build(notice)` — what it shows, read afresh, with a copy of the action's
+ *  `outcome` in its answer, focused there. If reading fails, the outcome stays on `element`. Returns `outcome`. */
+async function showAfresh(element, build, outcome) {
+  try {
+    const fresh = await build(outcome.cloneNode(true));
+    element.replaceWith(fresh);
+    const answer = fresh.querySelector('.answer');
+    answer.setAttribute('tabindex', '-1');
+    answer.focus();
+  } catch {
+    // Done all the same: the outcome stays where it was.
+  }
+  return outcome;
+}
+
 /** A button whose click runs `action` and shows its outcome in `answer` (focused, so a keyboard or screen
  *  reader user lands on it). With `final`, a success removes the buttons beside it: the decision is made,
  *  and a second click could only be refused. */

@@ -89,18 +89,7 @@ async function folderPage(folder, notice) {
   const answer = h('div', { class: 'answer', id: 'public-answer', 'aria-live': 'polite' });
   if (notice) answer.replaceChildren(notice);
   // After an action the folder is read again, and the page shows it with the action's outcome.
-  const renew = async (outcome) => {
-    try {
-      const fresh = await folderPage(folder, outcome.cloneNode(true));
-      page.replaceWith(fresh);
-      const freshAnswer = fresh.querySelector('.answer');
-      freshAnswer.setAttribute('tabindex', '-1');
-      freshAnswer.focus();
-    } catch {
-      // Done all the same: the outcome stays on this page.
-    }
-    return outcome;
-  };
+  const renew = (outcome) => showAfresh(page, (fresh) => folderPage(folder, fresh), outcome);
   page.append(h('h3', {}, 'Folder ', plainName(shown(folder))), answer);
 
   const rules = along.rules || {};

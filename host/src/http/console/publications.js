@@ -144,16 +144,7 @@ async function publicationCard(url, notice) {
         `${verb === 'approve' ? 'Approved' : 'Rejected'}: the publication is ${decided.status}.`,
         verb === 'approve' ? h('ul', {}, targets) : null);
       // The page shows the publication as it is now (decided, by whom), with this outcome.
-      try {
-        const fresh = await publicationCard(publication.url, outcome.cloneNode(true));
-        card.replaceWith(fresh);
-        const freshAnswer = fresh.querySelector('.answer');
-        freshAnswer.setAttribute('tabindex', '-1');
-        freshAnswer.focus();
-      } catch {
-        // Decided all the same: the outcome stays on this card.
-      }
-      return outcome;
+      return showAfresh(card, (notice) => publicationCard(publication.url, notice), outcome);
     };
     const loses = () => (consequences.losers.length
       ? `Approving takes access away: ${consequences.losers.join('; ')} would no longer read ${publication.targetFolder} (${consequences.published} published resource${consequences.published === 1 ? '' : 's'} there now).`
