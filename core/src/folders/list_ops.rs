@@ -33,6 +33,9 @@ use crate::resource_url::Shows;
 /// Marker reads a listing keeps in flight.
 const LISTING_READ_AHEAD: usize = 16;
 
+/// Markers one page of a folder's restorable deleted resources reads at most.
+const RESTORABLE_SCAN_BUDGET: usize = 1000;
+
 /// Which index an entry came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -138,15 +141,17 @@ impl FolderEngine {
         }
         let now = now_ms();
         let grace_ms = self.grace_ms();
+        // Each entry comes back with its name, so a page cut short by the scan budget resumes after it.
         let restorable = move |entry: IndexEntry| async move {
-            let Ok(url) = node.url.child(&decode_key(&entry.key), false) else { return Ok(None) };
+            let name = decode_key(&entry.key);
+            let Ok(url) = node.url.child(&name, false) else { return Ok((name, None)) };
             Ok(match self.indexed_marker(&entry.object, Kind::Resource).await? {
                 Some(IndexedMarker::Resource(marker))
                     if marker.restorable_until(grace_ms).is_some_and(|until| until >= now) =>
                 {
-                    Some(ListedNode::Resource { url, marker })
+                    (name, Some(ListedNode::Resource { url, marker }))
                 }
-                _ => None,
+                _ => (name, None),
             })
         };
         let mut found = self
@@ -155,13 +160,23 @@ impl FolderEngine {
             .try_buffered(LISTING_READ_AHEAD);
         let mut items: Vec<ListedNode> = Vec::new();
         let mut next_token = None;
-        while let Some(listed) = found.next().await {
-            let Some(listed) = listed? else { continue };
-            if items.len() == limit {
-                next_token = Some(last_name(&items));
+        let mut scanned = 0;
+        while let Some(entry) = found.next().await {
+            let (name, listed) = entry?;
+            if let Some(listed) = listed {
+                if items.len() == limit {
+                    next_token = Some(last_name(&items));
+                    break;
+                }
+                items.push(listed);
+            }
+            // Tombstones are few among live resources: one request reads at most this many markers, and a
+            // page with fewer items than asked (even none) then carries a token to go on from.
+            scanned += 1;
+            if scanned == RESTORABLE_SCAN_BUDGET {
+                next_token = Some(name);
                 break;
             }
-            items.push(listed);
         }
         if items.is_empty() && !self.folder_exists(node).await? {
             return Err(FolderError::NotFound(node.url.to_string()));
