@@ -299,6 +299,31 @@ async fn deleted_resources_are_listed_for_those_who_may_restore_them() {
     assert_eq!(f.client.post("/v2/ops/skills/restore", &owner, &late).await.status, 404);
 }
 
+/// A folder of many live resources and one tombstone: one page of `GET /v2/deleted/…` reads at most 1 000
+/// markers, so the first page is empty and carries a token, and the next one finds the tombstone.
+#[tokio::test]
+async fn the_deleted_listing_reads_a_bounded_number_of_markers_per_page() {
+    let f = Fixture::start("").await;
+    let skill = skill_md("s", "d");
+    let puts = futures_util::stream::iter(0..1000)
+        .map(|index| {
+            let (f, skill) = (&f, &skill);
+            async move { f.put_skill(&format!("many/a{index:04}"), &[("SKILL.md", skill)], &[]).await.status }
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<u16>>()
+        .await;
+    assert!(puts.iter().all(|status| *status == 200));
+    assert_eq!(f.put_skill("many/z", &[("SKILL.md", &skill)], &[]).await.status, 200);
+    assert_eq!(f.client.delete(&f.url("many/z"), &[("Api-Key", OWNER)]).await.status, 200);
+    let deleted = format!("/v2/deleted/skills/{}/many/", f.bucket);
+    let first = f.get(&format!("{deleted}?limit=1")).await.json();
+    assert_eq!(first["items"], json!([]), "{first}");
+    let token = first["nextToken"].as_str().expect("a token to go on from");
+    let second = f.get(&format!("{deleted}?limit=1&token={token}")).await.json();
+    assert_eq!(second["items"][0]["name"], "z", "{second}");
+}
+
 #[tokio::test]
 async fn single_files_are_copy_on_write_versions() {
     let f = Fixture::start("").await;
