@@ -641,6 +641,20 @@ pub fn chromedriver() -> Option<ChromeDriver> {
     Some(ChromeDriver { url: format!("http://127.0.0.1:{}", process.port), chromium, _process: process })
 }
 
+/// `kubernetes-validate` (PyPI), which checks manifests against the Kubernetes schemas it carries, from
+/// `<workspace>/.venv-deploy`.
+pub fn kubernetes_validate() -> Option<PathBuf> {
+    let binary = Path::new(WORKSPACE).join(".venv-deploy/bin/kubernetes-validate");
+    if binary.is_file() {
+        return Some(binary);
+    }
+    missing(
+        "kubernetes-validate",
+        "run scripts/test, which creates .venv-deploy, or: python3 -m venv .venv-deploy && \
+         .venv-deploy/bin/pip install -r tests/requirements-deploy.txt",
+    )
+}
+
 /// `None` with a note, or under `CI=true` a panic: CI must fail rather than skip.
 fn missing<T>(service: &str, install: &str) -> Option<T> {
     if std::env::var("CI").is_ok_and(|ci| ci == "true") {

@@ -37,6 +37,7 @@ pub struct Config {
     pub redis: RedisConfig,
     pub locks: LockConfig,
     pub log: LogConfig,
+    pub telemetry: TelemetryConfig,
     /// Applications defined here: `[applications.<name>]` with the fields of
     /// the JSON definition in snake_case. The deployment id is `<name>`.
     pub applications: BTreeMap<String, serde_json::Value>,
@@ -147,6 +148,7 @@ impl Default for Config {
             redis: RedisConfig::default(),
             locks: LockConfig::default(),
             log: LogConfig::default(),
+            telemetry: TelemetryConfig::default(),
             applications: BTreeMap::new(),
             proxy: ProxyConfig::default(),
             per_request_key: PerRequestKeyConfig::default(),
@@ -526,6 +528,23 @@ pub struct LogConfig {
 impl Default for LogConfig {
     fn default() -> Self {
         Self { format: LogFormat::Text, filter: "info".into() }
+    }
+}
+
+/// OpenTelemetry traces (SPEC §15): off unless `otlp_endpoint` is set.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// The collector's OTLP/HTTP base URL (`http://collector:4318`, as
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` would be); spans go to `<it>/v1/traces`.
+    pub otlp_endpoint: Option<String>,
+    /// `service.name` on every span.
+    pub service_name: String,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self { otlp_endpoint: None, service_name: "dial-host".into() }
     }
 }
 

@@ -30,12 +30,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use dial_handler_runtime::TRACE_SPANS;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, PubSubSink, PubSubStream};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{AggregateOp, MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
 use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{Cmd, Pipeline, PushInfo, PushKind, RedisError, RedisFuture, RedisResult, Value};
 use tokio::sync::{Mutex, RwLock, mpsc};
+use tracing::Instrument;
 
 use crate::config::RedisConfig;
 
@@ -352,11 +354,19 @@ return count
 
 impl ConnectionLike for RedisConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match &mut self.0 {
+        let span = tracing::info_span!(
+            target: TRACE_SPANS,
+            "redis",
+            otel.name = %format!("redis {}", command_name(cmd)),
+            otel.kind = "client",
+            db.system.name = "redis",
+        );
+        let sent = match &mut self.0 {
             Inner::Single(connection) => connection.req_packed_command(cmd),
             Inner::Cluster(connection) => connection.req_packed_command(cmd),
             Inner::Sentinel(primary) => Box::pin(primary.command(cmd)),
-        }
+        };
+        if span.is_disabled() { sent } else { Box::pin(sent.instrument(span)) }
     }
 
     fn req_packed_commands<'a>(
@@ -365,11 +375,20 @@ impl ConnectionLike for RedisConnection {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match &mut self.0 {
+        let span = tracing::info_span!(
+            target: TRACE_SPANS,
+            "redis",
+            otel.name = "redis pipeline",
+            otel.kind = "client",
+            db.system.name = "redis",
+            db.operation.batch.size = pipeline.len(),
+        );
+        let sent = match &mut self.0 {
             Inner::Single(connection) => connection.req_packed_commands(pipeline, offset, count),
             Inner::Cluster(connection) => connection.req_packed_commands(pipeline, offset, count),
             Inner::Sentinel(primary) => Box::pin(primary.pipeline(pipeline, offset, count)),
-        }
+        };
+        if span.is_disabled() { sent } else { Box::pin(sent.instrument(span)) }
     }
 
     fn get_db(&self) -> i64 {
@@ -378,6 +397,15 @@ impl ConnectionLike for RedisConnection {
             Inner::Cluster(connection) => connection.get_db(),
             Inner::Sentinel(_) => 0,
         }
+    }
+}
+
+/// A command's name (`GET`, `EVALSHA`, …) for its span: the first
+/// argument, never the keys or values after it.
+fn command_name(cmd: &Cmd) -> String {
+    match cmd.args_iter().next() {
+        Some(redis::Arg::Simple(name)) => String::from_utf8_lossy(name).to_ascii_uppercase(),
+        _ => "command".into(),
     }
 }
 

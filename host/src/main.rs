@@ -120,8 +120,8 @@ fn load_config(arg: &ConfigArg) -> anyhow::Result<Config> {
 /// after the configuration is read.
 fn serve(arg: ConfigArg) -> anyhow::Result<ExitCode> {
     let config = load_config(&arg)?;
-    let _logs = telemetry::init(&config.log);
     server::check_settings(&config)?;
+    let _telemetry = telemetry::init(&config.log, &config.telemetry)?;
     let runtime = runtime(config.server.blocking_threads)?;
     runtime.block_on(async { server::serve(server::prepare(config)?).await })?;
     Ok(ExitCode::SUCCESS)
@@ -129,7 +129,8 @@ fn serve(arg: ConfigArg) -> anyhow::Result<ExitCode> {
 
 async fn check_config(arg: ConfigArg) -> anyhow::Result<ExitCode> {
     let config = load_config(&arg)?;
-    let _logs = telemetry::init(&config.log);
+    // Logs only: checking exports no spans (the endpoint is checked below).
+    let _telemetry = telemetry::init(&config.log, &Default::default())?;
     if config.encryption.secret.is_none() {
         println!(
             "note: encryption.secret is unset; a generated one in {} will be used (fine for one instance only)",
@@ -143,6 +144,9 @@ async fn check_config(arg: ConfigArg) -> anyhow::Result<ExitCode> {
     println!("  storage: {}", prepared.config.storage_url());
     if let Ok(Some(redis)) = dial_host::redis_conn::RedisTarget::from_config(&prepared.config.redis) {
         println!("  redis: {redis}");
+    }
+    if let Some(Ok(traces)) = prepared.config.telemetry.otlp_endpoint.as_deref().map(telemetry::traces_url) {
+        println!("  traces: {traces} (OTLP/HTTP, service.name {})", prepared.config.telemetry.service_name);
     }
     for handler in state.handlers().all() {
         println!("  handler: {} ({}, {})", handler.description().group, handler.label(), handler.source());

@@ -181,6 +181,9 @@ pub fn check_settings(config: &Config) -> anyhow::Result<()> {
         anyhow::ensure!(value >= 1, "{key} must be at least 1");
     }
     config.handlers.check().map_err(anyhow::Error::msg)?;
+    if let Some(endpoint) = &config.telemetry.otlp_endpoint {
+        crate::telemetry::traces_url(endpoint).map_err(anyhow::Error::msg)?;
+    }
     anyhow::ensure!(config.locks.ttl_ms >= 300, "locks.ttl_ms must be at least 300 (the lease is renewed at a third)");
     anyhow::ensure!(
         config.folders.grace_seconds >= 1,

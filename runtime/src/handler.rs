@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
+use tracing::Instrument;
 
 use super::config::HandlersConfig;
 use super::files::FileSource;
@@ -73,7 +74,8 @@ impl Handler {
         entries: &[FileEntry],
         files: Arc<dyn FileSource>,
     ) -> Result<Verdict, HandlerError> {
-        let outcome = self.runtime.validate(&self.inner, resource, entries, files).await?;
+        let outcome =
+            self.runtime.validate(&self.inner, resource, entries, files).instrument(self.span("validate")).await?;
         Ok(match outcome {
             Ok(warnings) if self.strict && !warnings.is_empty() => Verdict::Invalid { problems: warnings },
             Ok(warnings) => Verdict::Valid { warnings },
@@ -88,7 +90,11 @@ impl Handler {
         entries: &[FileEntry],
         files: Arc<dyn FileSource>,
     ) -> Result<Result<IndexMap<String, String>, Vec<Problem>>, HandlerError> {
-        let outcome = self.runtime.build_marker_metadata(&self.inner, resource, entries, files).await?;
+        let outcome = self
+            .runtime
+            .build_marker_metadata(&self.inner, resource, entries, files)
+            .instrument(self.span("build_marker_metadata"))
+            .await?;
         Ok(outcome.map(|pairs| pairs.into_iter().collect()))
     }
 
@@ -102,7 +108,8 @@ impl Handler {
         entries: &[FileEntry],
         files: Arc<dyn FileSource>,
     ) -> Result<Checked, HandlerError> {
-        Ok(match self.runtime.check(&self.inner, resource, entries, files).await? {
+        let checked = self.runtime.check(&self.inner, resource, entries, files).instrument(self.span("check")).await?;
+        Ok(match checked {
             Ok((warnings, _)) if self.strict && !warnings.is_empty() => Checked::Invalid { problems: warnings },
             Ok((warnings, metadata)) => Checked::Valid { warnings, metadata: metadata.into_iter().collect() },
             Err(problems) => Checked::Invalid { problems },
@@ -111,7 +118,18 @@ impl Handler {
 
     /// Guards a single-file change before it is applied.
     pub async fn validate_file_mutation(&self, path: &str, op: Mutation) -> Result<Result<(), Problem>, HandlerError> {
-        self.runtime.validate_file_mutation(&self.inner, path, op).await
+        self.runtime.validate_file_mutation(&self.inner, path, op).instrument(self.span("validate_file_mutation")).await
+    }
+
+    /// The trace span of one call into the component.
+    fn span(&self, function: &'static str) -> tracing::Span {
+        tracing::info_span!(
+            target: crate::TRACE_SPANS,
+            "handler",
+            otel.name = %format!("handler {function}"),
+            handler.function = function,
+            handler.type = %self.label(),
+        )
     }
 }
 

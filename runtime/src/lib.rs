@@ -38,3 +38,10 @@ pub use types::{
     Checked, FileEntry, HandlerDescription, HandlerError, HandlerErrorKind, HandlerSource, LimitOverrides, Mutation,
     Problem, ResourceInfo, Verdict,
 };
+
+/// The `tracing` target of the spans exported as OpenTelemetry traces (the
+/// host's `telemetry` exports exactly these, and nothing logs them): a
+/// request, and the store, Redis, handler and application calls in it. With
+/// no exporter configured no subscriber enables the target, so such a span
+/// costs one cached-interest check and its fields are never evaluated.
+pub const TRACE_SPANS: &str = "dial_host::trace";

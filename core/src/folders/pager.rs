@@ -68,9 +68,9 @@ impl Pager {
                     page_token: paging.token,
                     ..Default::default()
                 };
-                let started = std::time::Instant::now();
-                let page = pager.inner.list_paginated(Some(&listed), options).await;
-                let page = crate::metrics::store::record("list_page", started, page)?;
+                let page =
+                    crate::metrics::store::measured("list_page", pager.inner.list_paginated(Some(&listed), options))
+                        .await?;
                 let objects: Vec<ObjectMeta> =
                     page.result.objects.into_iter().filter_map(|object| pager.strip(object)).collect();
                 let next = page.page_token.map(|token| Paging {

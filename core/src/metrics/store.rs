@@ -7,7 +7,10 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
+use tracing::Instrument;
+
 use bytes::Bytes;
+use dial_handler_runtime::TRACE_SPANS;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use metrics::{counter, histogram};
@@ -47,21 +50,52 @@ fn outcome<T>(result: &object_store::Result<T>) -> &'static str {
     }
 }
 
-/// Counts and times one operation (also the folder engine's paged listings,
-/// which go to the store's client beside this wrapper).
-pub(crate) fn record<T>(
-    operation: &'static str,
-    started: Instant,
-    result: object_store::Result<T>,
-) -> object_store::Result<T> {
+/// Counts and times one operation.
+fn record<T>(operation: &'static str, started: Instant, result: object_store::Result<T>) -> object_store::Result<T> {
     counter!(STORE_OPERATIONS, "operation" => operation, "outcome" => outcome(&result)).increment(1);
     histogram!(STORE_DURATION, "operation" => operation).record(started.elapsed().as_secs_f64());
     result
 }
 
-/// A listing or delete stream: one operation, counted when it starts.
-fn started_stream(operation: &'static str) {
+/// One operation (also the folder engine's paged listings, which go to the
+/// store's client beside this wrapper): counted, timed, and traced as a
+/// child of the request's span. The span names no path: like the metrics and the access log,
+/// traces never carry a resource's name.
+pub(crate) async fn measured<T>(
+    operation: &'static str,
+    call: impl Future<Output = object_store::Result<T>>,
+) -> object_store::Result<T> {
+    let span = span(operation);
+    let started = Instant::now();
+    let result = call.instrument(span.clone()).await;
+    span.record("store.outcome", outcome(&result));
+    record(operation, started, result)
+}
+
+fn span(operation: &'static str) -> tracing::Span {
+    tracing::info_span!(
+        target: TRACE_SPANS,
+        "store",
+        otel.name = %format!("store {operation}"),
+        otel.kind = "client",
+        store.operation = operation,
+        store.outcome = tracing::field::Empty,
+    )
+}
+
+/// A listing: one operation, counted when it starts.
+fn started_stream<T: Send + 'static>(operation: &'static str, stream: BoxStream<'static, T>) -> BoxStream<'static, T> {
     counter!(STORE_OPERATIONS, "operation" => operation, "outcome" => "started").increment(1);
+    traced_stream(operation, stream)
+}
+
+/// A stream traced as one span, from its start for as long as it is read.
+fn traced_stream<T: Send + 'static>(operation: &'static str, stream: BoxStream<'static, T>) -> BoxStream<'static, T> {
+    let span = span(operation);
+    if span.is_disabled() {
+        return stream;
+    }
+    stream.map(move |item| span.in_scope(|| item)).boxed()
 }
 
 #[async_trait::async_trait]
@@ -72,8 +106,7 @@ impl ObjectStore for MeteredStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        let started = Instant::now();
-        record("put", started, self.inner.put_opts(location, payload, opts).await)
+        measured("put", self.inner.put_opts(location, payload, opts)).await
     }
 
     async fn put_multipart_opts(
@@ -81,37 +114,31 @@ impl ObjectStore for MeteredStore {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        let started = Instant::now();
-        record("put_multipart", started, self.inner.put_multipart_opts(location, opts).await)
+        measured("put_multipart", self.inner.put_multipart_opts(location, opts)).await
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
         let operation = if options.head { "head" } else { "get" };
-        let started = Instant::now();
-        record(operation, started, self.inner.get_opts(location, options).await)
+        measured(operation, self.inner.get_opts(location, options)).await
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> object_store::Result<Vec<Bytes>> {
-        let started = Instant::now();
-        record("get_ranges", started, self.inner.get_ranges(location, ranges).await)
+        measured("get_ranges", self.inner.get_ranges(location, ranges)).await
     }
 
     fn delete_stream(
         &self,
         locations: BoxStream<'static, object_store::Result<Path>>,
     ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner
-            .delete_stream(locations)
-            .map(|deleted| {
-                counter!(STORE_OPERATIONS, "operation" => "delete", "outcome" => outcome(&deleted)).increment(1);
-                deleted
-            })
-            .boxed()
+        let deletes = self.inner.delete_stream(locations).map(|deleted| {
+            counter!(STORE_OPERATIONS, "operation" => "delete", "outcome" => outcome(&deleted)).increment(1);
+            deleted
+        });
+        traced_stream("delete", deletes.boxed())
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        started_stream("list");
-        self.inner.list(prefix)
+        started_stream("list", self.inner.list(prefix))
     }
 
     fn list_with_offset(
@@ -119,22 +146,18 @@ impl ObjectStore for MeteredStore {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        started_stream("list");
-        self.inner.list_with_offset(prefix, offset)
+        started_stream("list", self.inner.list_with_offset(prefix, offset))
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        let started = Instant::now();
-        record("list_with_delimiter", started, self.inner.list_with_delimiter(prefix).await)
+        measured("list_with_delimiter", self.inner.list_with_delimiter(prefix)).await
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
-        let started = Instant::now();
-        record("copy", started, self.inner.copy_opts(from, to, options).await)
+        measured("copy", self.inner.copy_opts(from, to, options)).await
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> object_store::Result<()> {
-        let started = Instant::now();
-        record("rename", started, self.inner.rename_opts(from, to, options).await)
+        measured("rename", self.inner.rename_opts(from, to, options)).await
     }
 }

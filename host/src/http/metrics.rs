@@ -1,4 +1,5 @@
-//! Request metrics and the access log, as one middleware on the router: by
+//! Request metrics, the access log and the request's trace span
+//! ([`telemetry::request_span`]), as one middleware on the router: by
 //! route template (`MatchedPath`, e.g. `/v2/{*path}`; `unmatched` for the
 //! fallback), method and status; time to the response head; body bytes in
 //! and out as they flow. The access log is one `info` line per request on
@@ -21,7 +22,10 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use metrics::{Counter, counter, histogram};
 
+use tracing::Instrument;
+
 use crate::metrics::{HTTP_BYTES_IN, HTTP_BYTES_OUT, HTTP_DURATION, HTTP_REQUESTS};
+use crate::telemetry;
 
 /// The deployment id a mint site answered for, as a response extension:
 /// the access log names it.
@@ -39,8 +43,14 @@ pub async fn track(request: Request, next: Next) -> Response {
     let method = method_label(request.method());
     let started = Instant::now();
     let bytes_in = counter!(HTTP_BYTES_IN, "route" => route.clone());
+    let span = match route.as_str() {
+        // Probes answer every few seconds and call nothing: not traced.
+        "/health" | "/ready" => tracing::Span::none(),
+        _ => telemetry::request_span(method, &route, request_id.to_str().unwrap_or_default(), request.headers()),
+    };
     let request = request.map(|body| Body::new(Counted { inner: body, bytes: bytes_in }));
-    let mut response = next.run(request).await;
+    let mut response = next.run(request).instrument(span.clone()).await;
+    telemetry::record_status(&span, response.status().as_u16());
     for name in [X_REQUEST_ID, REQUEST_ID] {
         response.headers_mut().insert(name, request_id.clone());
     }

@@ -565,7 +565,12 @@ fn execution_path(caller: &Caller, deployment: &str) -> Vec<String> {
     path
 }
 
+/// The trace of a call chain's first call: the request's own when traces
+/// are on (so the audit and the exported spans name one trace), else new.
 fn new_trace_id() -> String {
+    if let Some(traced) = crate::telemetry::trace_id() {
+        return traced;
+    }
     let mut bytes = [0u8; 16];
     rand::fill(&mut bytes);
     bytes.iter().map(|b| format!("{b:02x}")).collect()

@@ -11,7 +11,8 @@
 //!   application (`X-DIAL-*`, `X-UPSTREAM-*`, `traceparent`, `tracestate`):
 //!   the application sees the caller's request but never the caller's
 //!   secrets, and nothing a client could use to speak for the host. It gets
-//!   its own key as `Api-Key`, the call's trace as `traceparent`, and the
+//!   its own key as `Api-Key`, the call's trace as `traceparent` (the span
+//!   of its call when traces are on, with the trace's `tracestate`), and the
 //!   host's own `X-DIAL-*` headers ([`UpstreamCall::asserted`]).
 //! - Responses, of any status, are relayed with their headers — minus
 //!   hop-by-hop ones and those an application must not set on the host's
@@ -50,6 +51,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, header};
 use axum::response::Response;
 use bytes::Bytes;
 use serde_json::value::RawValue;
+use tracing::Instrument;
 
 use crate::apps::Api;
 use crate::config::{PerRequestKeyConfig, ProxyConfig};
@@ -336,11 +338,13 @@ impl Proxy {
         if let Some(value) = key.and_then(|lease| HeaderValue::from_str(lease.key()).ok()) {
             outgoing.insert(HeaderName::from_static("api-key"), value);
         }
-        let mut span = [0u8; 8];
-        rand::fill(&mut span);
-        let span: String = span.iter().map(|b| format!("{b:02x}")).collect();
-        if let Ok(value) = HeaderValue::from_str(&format!("00-{}-{span}-01", call.trace_id)) {
-            outgoing.insert(HeaderName::from_static("traceparent"), value);
+        match crate::telemetry::trace_context() {
+            Some(context) => outgoing.extend(context),
+            None => {
+                if let Some(value) = untraced_parent(&call.trace_id) {
+                    outgoing.insert(HeaderName::from_static("traceparent"), value);
+                }
+            }
         }
         outgoing
     }
@@ -353,11 +357,29 @@ impl Proxy {
             Origin::Stored => "stored".to_string(),
         };
         let (interface, started) = (call.interface, std::time::Instant::now());
-        let answered = self.send(call).await;
+        // A child of the request's span; the application gets its context
+        // as `traceparent` (`outgoing_headers`). It ends with the answer's
+        // head: the body is relayed afterwards.
+        let span = tracing::info_span!(
+            target: crate::telemetry::TRACE_SPANS,
+            "upstream",
+            otel.name = %format!("upstream {interface}"),
+            otel.kind = "client",
+            dial.deployment = %label,
+            http.response.status_code = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let answered = self.send(call).instrument(span.clone()).await;
         let status = match &answered {
             Ok(response) => response.status().as_u16().to_string(),
             Err(error) => error.label().to_string(),
         };
+        match &answered {
+            Ok(response) => crate::telemetry::record_status(&span, response.status().as_u16()),
+            Err(_) => {
+                span.record("otel.status_code", "ERROR");
+            }
+        }
         crate::metrics::upstream_call(&label, interface, &status, started.elapsed());
         answered
     }
@@ -424,6 +446,15 @@ impl Proxy {
             }
         }
     }
+}
+
+/// With traces off, the call's trace id and a new span id: the application
+/// can still tie the calls of one chain together.
+fn untraced_parent(trace_id: &str) -> Option<HeaderValue> {
+    let mut span = [0u8; 8];
+    rand::fill(&mut span);
+    let span: String = span.iter().map(|b| format!("{b:02x}")).collect();
+    HeaderValue::from_str(&format!("00-{trace_id}-{span}-01")).ok()
 }
 
 /// What to do when an application's answer stops mid-body.
