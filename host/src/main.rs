@@ -13,6 +13,11 @@ use dial_host::config::{Config, ServerConfig};
 use dial_host::handlers::{Checked, HandlerSource, Problem, Runtime};
 use dial_host::{server, telemetry};
 
+/// The static (musl) build's allocator; see host/Cargo.toml.
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(version, about = "Stores and serves LLM-application resources with DIAL Core's HTTP API")]
 struct Cli {

@@ -194,3 +194,20 @@ pub fn trace_id() -> Option<String> {
     let span_context = span.span_context();
     span_context.is_valid().then(|| span_context.trace_id().to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::traces_url;
+
+    #[test]
+    fn spans_go_to_the_collectors_traces_path() {
+        assert_eq!(traces_url("http://collector:4318").unwrap(), "http://collector:4318/v1/traces");
+        assert_eq!(traces_url("http://collector:4318/").unwrap(), "http://collector:4318/v1/traces");
+        assert_eq!(traces_url("https://otel.example.com/otlp").unwrap(), "https://otel.example.com/otlp/v1/traces");
+        assert_eq!(traces_url("http://collector:4318/v1/traces").unwrap(), "http://collector:4318/v1/traces");
+        for bad in ["collector:4318", "grpc://collector:4317", "http://", ""] {
+            let error = traces_url(bad).unwrap_err();
+            assert!(error.contains("telemetry.otlp_endpoint"), "{bad}: {error}");
+        }
+    }
+}

@@ -327,3 +327,14 @@ async fn a_deployment_call_hands_the_application_its_own_span_never_the_callers_
     assert_eq!(sent, vec![own, "tracestate: caller=1".to_string()]);
     assert_ne!(sent[0], format!("traceparent: {traceparent}"));
 }
+
+#[test]
+fn an_endpoint_that_is_not_otlp_http_stops_the_start_naming_the_setting() {
+    let setup = Setup::new();
+    let config = setup.config("[telemetry]\notlp_endpoint = \"collector:4317\"\n");
+    for command in ["serve", "check-config"] {
+        let (ok, stdout, stderr) = setup.run(&[command, "--config", config.to_str().unwrap()], &[]);
+        assert!(!ok, "{command}: {stdout}");
+        assert!(stderr.contains("telemetry.otlp_endpoint must be an http:// or https:// URL"), "{command}: {stderr}");
+    }
+}
