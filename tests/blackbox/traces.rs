@@ -38,17 +38,31 @@ struct Exported {
     attributes: BTreeMap<String, String>,
 }
 
-/// An OTLP/HTTP receiver on loopback keeping every span it was sent.
-struct Receiver {
+/// An HTTP server on loopback, in this process; stopped on drop.
+struct Local {
     url: String,
-    spans: Arc<Mutex<Vec<Exported>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for Receiver {
+impl Local {
+    async fn serve(app: axum::Router) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self { url, task }
+    }
+}
+
+impl Drop for Local {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// An OTLP/HTTP receiver on loopback keeping every span it was sent.
+struct Receiver {
+    server: Local,
+    spans: Arc<Mutex<Vec<Exported>>>,
 }
 
 fn text(value: Option<&opentelemetry_proto::tonic::common::v1::AnyValue>) -> String {
@@ -103,10 +117,7 @@ impl Receiver {
                 }
             }),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Self { url, spans, task }
+        Self { server: Local::serve(app).await, spans }
     }
 
     /// Waits for the spans of the trace whose root span `root` picks.
@@ -143,15 +154,8 @@ fn descendants(spans: &[Exported], root: &Exported) -> Vec<Exported> {
 /// An application on loopback answering chat completions, keeping the
 /// `traceparent` of every call.
 struct Application {
-    url: String,
+    server: Local,
     traceparents: Arc<Mutex<Vec<String>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Application {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 impl Application {
@@ -175,10 +179,7 @@ impl Application {
                 }
             }),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Self { url, traceparents, task }
+        Self { server: Local::serve(app).await, traceparents }
     }
 }
 
@@ -202,8 +203,8 @@ impl Fixture {
              [telemetry]\notlp_endpoint = \"{otlp}\"\nservice_name = \"dial-host-under-test\"\n\
              [applications.echo]\nendpoint = \"{app}/chat/completions\"\n",
             redis = redis.url,
-            otlp = receiver.url,
-            app = application.url,
+            otlp = receiver.server.url,
+            app = application.server.url,
         ));
         // Export every 50 ms instead of every 5 s (the SDK reads OTEL_BSP_*).
         let server = setup.start(Some(&config), &[("OTEL_BSP_SCHEDULE_DELAY", "50")]);
